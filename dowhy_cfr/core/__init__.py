@@ -1,0 +1,35 @@
+"""Pure-PyTorch core of CFR/TARNet (Shalit, Johansson & Sontag, ICML 2017).
+
+Only torch and numpy are imported here. Every tensor carries a leading model axis ``K`` so that
+``K`` independent networks train in one vectorised pass.
+"""
+
+from .ipm import IPM_NAMES, imbalance, mmd2_lin, mmd2_rbf, pairwise_sq_dists, wasserstein
+from .network import NORMALIZATIONS, CFRNet
+from .training import (
+    LOSSES,
+    CFRConfig,
+    TrainingDivergedError,
+    TrainResult,
+    predict,
+    sample_weights,
+    train_cfr,
+)
+
+__all__ = [
+    "IPM_NAMES",
+    "LOSSES",
+    "NORMALIZATIONS",
+    "CFRConfig",
+    "CFRNet",
+    "TrainResult",
+    "TrainingDivergedError",
+    "imbalance",
+    "mmd2_lin",
+    "mmd2_rbf",
+    "pairwise_sq_dists",
+    "predict",
+    "sample_weights",
+    "train_cfr",
+    "wasserstein",
+]

@@ -1,0 +1,186 @@
+"""The CFR network: representation Phi and one outcome head h_t per treatment arm.
+
+Every parameter carries a leading model axis ``K``: a ``CFRNet`` holds ``K`` independent networks
+of identical architecture and evaluates all of them with batched matrix products (``baddbmm``).
+Model ``k`` only ever sees its own slice of every weight, so the ``K`` networks do not interact;
+training them together is the same as training them one by one, only faster.
+
+Architecture (Shalit et al. 2017, Fig. 1 and Sec. 5; reference configuration of the paper's code):
+
+* Phi: ``n_rep_layers`` fully connected ELU layers of width ``rep_dim``, then (``"divide"``)
+  projection of each representation onto the unit sphere, ``Phi(x) / ||Phi(x)||``.
+* h_0, h_1: ``n_head_layers`` ELU layers of width ``head_dim`` and a linear output each. A unit's
+  factual loss only involves the head of its observed arm, so only that head gets its gradient.
+* weights drawn from ``N(0, (weight_init / sqrt(fan_in))^2)``, biases 0 (reference code).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+__all__ = ["CFRNet", "NORMALIZATIONS"]
+
+NORMALIZATIONS = ("divide", "none")
+
+
+def _stacked_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """``x @ weight + bias`` over arbitrary leading (model, arm) axes.
+
+    x: (*lead, B, i), weight: (*lead, i, o), bias: (*lead, 1, o) -> (*lead, B, o).
+    """
+    lead = weight.shape[:-2]
+    flat = math.prod(lead)
+    out = torch.baddbmm(
+        bias.reshape(flat, 1, -1),
+        x.reshape(flat, x.shape[-2], x.shape[-1]),
+        weight.reshape(flat, weight.shape[-2], weight.shape[-1]),
+    )
+    return out.reshape(*lead, x.shape[-2], weight.shape[-1])
+
+
+class CFRNet(nn.Module):
+    """``K`` stacked CFR/TARNet networks.
+
+    Parameters
+    ----------
+    d_in : int
+        Number of input covariates.
+    seeds : sequence of int
+        One seed per model; model ``k``'s initial weights depend only on ``seeds[k]``.
+    n_arms : int
+        Number of treatment arms (= number of outcome heads), 2 for a binary treatment.
+    n_rep_layers, rep_dim, n_head_layers, head_dim, normalization, weight_init
+        Architecture, see the module docstring.
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        seeds: Sequence[int],
+        *,
+        n_arms: int = 2,
+        n_rep_layers: int = 3,
+        rep_dim: int = 200,
+        n_head_layers: int = 3,
+        head_dim: int = 100,
+        normalization: str = "divide",
+        weight_init: float = 0.1,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str = "cpu",
+    ):
+        super().__init__()
+        if normalization not in NORMALIZATIONS:
+            raise ValueError(
+                f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}"
+            )
+        if n_rep_layers < 1:
+            raise ValueError(f"n_rep_layers must be at least 1, got {n_rep_layers!r}")
+        if n_head_layers < 0:
+            raise ValueError(f"n_head_layers must be non-negative, got {n_head_layers!r}")
+        self.n_models = len(seeds)
+        self.n_arms = int(n_arms)
+        self.normalization = normalization
+        rep_sizes = [d_in] + [rep_dim] * n_rep_layers
+        head_sizes = [rep_dim] + [head_dim] * n_head_layers + [1]
+
+        # Draw each model's weights from its own generator, in a fixed order, so that model k of a
+        # stack starts exactly where a single model with seed seeds[k] would.
+        rep_w = [[] for _ in rep_sizes[1:]]
+        head_w = [[] for _ in head_sizes[1:]]
+        for seed in seeds:
+            gen = torch.Generator().manual_seed(int(seed))
+            for layer, (fan_in, fan_out) in enumerate(zip(rep_sizes[:-1], rep_sizes[1:])):
+                rep_w[layer].append(
+                    torch.randn(fan_in, fan_out, generator=gen, dtype=torch.float64)
+                    * (weight_init / math.sqrt(fan_in))
+                )
+            for layer, (fan_in, fan_out) in enumerate(zip(head_sizes[:-1], head_sizes[1:])):
+                head_w[layer].append(
+                    torch.randn(self.n_arms, fan_in, fan_out, generator=gen, dtype=torch.float64)
+                    * (weight_init / math.sqrt(fan_in))
+                )
+        kw = dict(dtype=dtype, device=device)
+        self.rep_weights = nn.ParameterList(
+            [nn.Parameter(torch.stack(ws).to(**kw)) for ws in rep_w]
+        )
+        self.rep_biases = nn.ParameterList(
+            [nn.Parameter(torch.zeros(self.n_models, 1, o, **kw)) for o in rep_sizes[1:]]
+        )
+        self.head_weights = nn.ParameterList(
+            [nn.Parameter(torch.stack(ws).to(**kw)) for ws in head_w]
+        )
+        self.head_biases = nn.ParameterList(
+            [
+                nn.Parameter(torch.zeros(self.n_models, self.n_arms, 1, o, **kw))
+                for o in head_sizes[1:]
+            ]
+        )
+
+    def representation(self, x: torch.Tensor) -> torch.Tensor:
+        """Phi(x): (K, B, d_in) -> (K, B, rep_dim)."""
+        h = x
+        for w, b in zip(self.rep_weights, self.rep_biases):
+            h = F.elu(_stacked_matmul(h, w, b))
+        if self.normalization == "divide":
+            # project onto the unit sphere; the floor keeps the gradient finite at h = 0
+            h = h * torch.rsqrt(h.pow(2).sum(-1, keepdim=True).clamp_min(1e-10))
+        return h
+
+    def heads(self, phi: torch.Tensor) -> torch.Tensor:
+        """All arms' outputs h_a(Phi): (K, B, rep_dim) -> (K, n_arms, B)."""
+        h = phi.unsqueeze(1).expand(-1, self.n_arms, -1, -1)
+        last = len(self.head_weights) - 1
+        for i, (w, b) in enumerate(zip(self.head_weights, self.head_biases)):
+            h = _stacked_matmul(h, w, b)
+            if i < last:
+                h = F.elu(h)
+        return h.squeeze(-1)
+
+    def forward(self, x: torch.Tensor):
+        """Returns ``(phi, outputs)`` with outputs of shape (K, n_arms, B)."""
+        phi = self.representation(x)
+        return phi, self.heads(phi)
+
+    def weight_penalty(self, include_representation: bool = False) -> torch.Tensor:
+        """Per-model L2 penalty ``sum ||W||^2 / 2`` over the head weights (not the biases).
+
+        This is the ``lambda * R(h)`` term of Eq. 3; with ``include_representation`` the
+        representation's weights are penalised too. Shape (K,).
+        """
+        total = sum(w.pow(2).sum(dim=(1, 2, 3)) for w in self.head_weights) * 0.5
+        if include_representation:
+            total = total + sum(w.pow(2).sum(dim=(1, 2)) for w in self.rep_weights) * 0.5
+        return total
+
+    # -- checkpoint helpers used by per-model early stopping ---------------------------------
+    def state_copy(self) -> list[torch.Tensor]:
+        return [p.detach().clone() for p in self.parameters()]
+
+    @torch.no_grad()
+    def update_where(self, store: list[torch.Tensor], mask: torch.Tensor) -> None:
+        """``store[k] <- current[k]`` for the models with ``mask[k]``."""
+        for s, p in zip(store, self.parameters()):
+            m = mask.view(-1, *([1] * (p.dim() - 1)))
+            s.copy_(torch.where(m, p.detach(), s))
+
+    @torch.no_grad()
+    def load_state(self, store: list[torch.Tensor]) -> None:
+        for s, p in zip(store, self.parameters()):
+            p.copy_(s)
+
+    @torch.no_grad()
+    def select(self, models: Sequence[int]) -> "CFRNet":
+        """A new ``CFRNet`` holding only the given models (used for save/inspection)."""
+        import copy
+
+        new = copy.deepcopy(self)
+        idx = torch.as_tensor(list(models), dtype=torch.long, device=self.rep_weights[0].device)
+        for p_new, p in zip(new.parameters(), self.parameters()):
+            p_new.data = p.data.index_select(0, idx).clone()
+        new.n_models = len(models)
+        return new

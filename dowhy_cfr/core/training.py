@@ -1,0 +1,512 @@
+"""Training of ``K`` stacked CFR networks: the objective of Eq. 3, optimised as in Algorithm 1.
+
+For each model k (all K at once)::
+
+    min_{Phi, h}  1/n sum_i w_i * L(h_{t_i}(Phi(x_i)), y_i)          # weighted factual loss
+                  + lambda * R(h)                                      # L2 on the heads
+                  + alpha * IPM({Phi(x_i)}_{t_i=0}, {Phi(x_i)}_{t_i=1}) # imbalance, per batch
+    with  w_i = t_i / (2u) + (1 - t_i) / (2(1 - u)),  u = share treated   (Algorithm 1, line 2)
+
+by Adam on mini-batches that always contain both arms, with a staircase learning-rate decay, a
+stratified validation split and per-model early stopping on the validation objective.
+
+The ``K`` objectives are summed before ``backward()``; since they share no parameters and Adam
+updates each parameter element on its own, model k follows exactly the trajectory it would follow
+alone with the same seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from .ipm import IPM_NAMES, imbalance
+from .network import NORMALIZATIONS, CFRNet
+
+__all__ = [
+    "CFRConfig",
+    "TrainResult",
+    "TrainingDivergedError",
+    "sample_weights",
+    "train_cfr",
+    "predict",
+    "LOSSES",
+]
+
+LOSSES = ("mse", "logloss")
+
+
+class TrainingDivergedError(RuntimeError):
+    """The training objective became NaN or infinite before any checkpoint was kept."""
+
+
+@dataclass
+class CFRConfig:
+    """Hyper-parameters of CFR. Defaults follow the paper's IHDP configuration.
+
+    Source of each default: ``configs/example_ihdp.txt`` of the authors' code (clinicalml/cfrnet)
+    and the paper's Sec. 5, except where noted.
+    """
+
+    alpha: float = 0.3  # imbalance weight alpha (Eq. 3); cfrnet p_alpha on IHDP
+    ipm: str = "wass"  # CFR-Wass, the paper's best IHDP model
+    weight_decay: float = 1e-4  # lambda of Eq. 3 (cfrnet p_lambda), on the heads only
+    rep_weight_decay: bool = False  # cfrnet rep_weight_decay = 0
+    n_rep_layers: int = 3  # cfrnet n_in
+    rep_dim: int = 200  # cfrnet dim_in
+    n_head_layers: int = 3  # cfrnet n_out
+    head_dim: int = 100  # cfrnet dim_out
+    normalization: str = "divide"  # cfrnet normalization: Phi / ||Phi||
+    weight_init: float = 0.1  # cfrnet weight_init: N(0, (0.1/sqrt(fan_in))^2)
+    learning_rate: float = 1e-3  # cfrnet lrate (Adam)
+    lr_decay: float = 0.97  # cfrnet lrate_decay, staircase ...
+    lr_decay_steps: int = 100  # ... every 100 steps
+    batch_size: int = 100  # cfrnet batch_size
+    n_iter: int = 3000  # cfrnet iterations
+    val_fraction: float = 0.3  # cfrnet val_part
+    eval_every: int = 100  # cfrnet output_delay
+    patience: int | None = 10  # evaluations without improvement before stopping (ours)
+    reweight_sample: bool = True  # cfrnet reweight_sample
+    rbf_sigma: float = 0.1  # cfrnet rbf_sigma
+    wass_lambda: float = 10.0  # cfrnet wass_lambda
+    wass_iterations: int = 10  # cfrnet wass_iterations
+    wass_backprop: bool = True  # cfrnet wass_bpt
+    loss: str = "mse"  # "mse" (cfrnet l2) or "logloss" (cfrnet log)
+    max_eval_units: int = 1024  # cap on validation units entering the validation IPM (ours)
+
+    def validate(self) -> "CFRConfig":
+        """Raise ``ValueError`` naming the first invalid hyper-parameter."""
+
+        def bad(name, value, why):
+            raise ValueError(f"{name}={value!r} is invalid: {why}")
+
+        def number(name, value):
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+            if not np.isfinite(value):
+                bad(name, value, "it must be finite")
+
+        for name in ("alpha", "weight_decay", "learning_rate", "lr_decay", "weight_init",
+                     "rbf_sigma", "wass_lambda", "val_fraction"):
+            number(name, getattr(self, name))
+        for name in ("n_rep_layers", "rep_dim", "n_head_layers", "head_dim", "lr_decay_steps",
+                     "batch_size", "n_iter", "eval_every", "wass_iterations", "max_eval_units"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+        if self.alpha < 0:
+            bad("alpha", self.alpha, "the imbalance weight must be >= 0 (0 gives TARNet)")
+        if self.ipm not in IPM_NAMES:
+            bad("ipm", self.ipm, f"choose one of {', '.join(IPM_NAMES)}")
+        if self.weight_decay < 0:
+            bad("weight_decay", self.weight_decay, "must be >= 0")
+        for name in ("n_rep_layers", "rep_dim", "head_dim", "lr_decay_steps", "batch_size",
+                     "n_iter", "eval_every", "wass_iterations", "max_eval_units"):
+            if getattr(self, name) < 1:
+                bad(name, getattr(self, name), "must be at least 1")
+        if self.batch_size < 2:
+            bad("batch_size", self.batch_size, "a batch needs at least one unit of each arm")
+        if self.n_head_layers < 0:
+            bad("n_head_layers", self.n_head_layers, "must be >= 0")
+        if self.normalization not in NORMALIZATIONS:
+            bad("normalization", self.normalization, f"choose one of {NORMALIZATIONS}")
+        if not self.learning_rate > 0:
+            bad("learning_rate", self.learning_rate, "must be > 0")
+        if not 0 < self.lr_decay <= 1:
+            bad("lr_decay", self.lr_decay, "must be in (0, 1]; 1 switches decay off")
+        if not 0 < self.val_fraction < 1:
+            bad("val_fraction", self.val_fraction, "must be strictly between 0 and 1")
+        if self.patience is not None and (
+            isinstance(self.patience, bool) or not isinstance(self.patience, (int, np.integer))
+            or self.patience < 1
+        ):
+            bad("patience", self.patience, "must be a positive integer or None (no early stop)")
+        if not self.rbf_sigma > 0:
+            bad("rbf_sigma", self.rbf_sigma, "must be > 0")
+        if not self.wass_lambda > 0:
+            bad("wass_lambda", self.wass_lambda, "must be > 0")
+        if not self.weight_init > 0:
+            bad("weight_init", self.weight_init, "must be > 0")
+        if self.loss not in LOSSES:
+            bad("loss", self.loss, f"choose one of {LOSSES}")
+        return self
+
+    def ipm_kwargs(self) -> dict:
+        return dict(
+            ipm=self.ipm,
+            rbf_sigma=self.rbf_sigma,
+            wass_lambda=self.wass_lambda,
+            wass_iterations=self.wass_iterations,
+            wass_backprop=self.wass_backprop,
+        )
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class TrainResult:
+    """What ``train_cfr`` returns. Arrays have a leading model axis K."""
+
+    net: CFRNet  # holds each model's best checkpoint
+    history: dict  # lists per evaluation: step, train_loss, train_imbalance, val_loss, ...
+    best_step: np.ndarray  # (K,) step of the kept checkpoint
+    best_val_objective: np.ndarray  # (K,)
+    n_steps: int  # steps actually run (all models stopped early -> fewer than n_iter)
+    stopped: np.ndarray  # (K,) whether the model stopped early
+    diverged: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+
+
+def sample_weights(t: torch.Tensor, shares: torch.Tensor) -> torch.Tensor:
+    """Algorithm 1, line 2, for any number of arms: ``w_i = 1 / (n_arms * share of arm t_i)``.
+
+    For two arms this is ``t/(2u) + (1-t)/(2(1-u))`` with ``u`` the treated share; written as a
+    product (not ``2*1-u``) it cannot suffer the reference code's old precedence bug.
+    ``t``: (K, B) arm indices; ``shares``: (K, n_arms) arm shares in the training split.
+    """
+    n_arms = shares.shape[1]
+    return 1.0 / (n_arms * shares.gather(1, t))
+
+
+class _BatchSampler:
+    """Mini-batches for K models, each from its own generator, each with both arms present.
+
+    Each model walks through random permutations of its training units (sampling without
+    replacement within an epoch). A batch that misses an arm -- possible with very unbalanced
+    data -- gets its last unit replaced by a random unit of the missing arm.
+    """
+
+    def __init__(self, train_arms: torch.Tensor, batch_size: int, seeds: Sequence[int], n_arms: int):
+        self.arms = train_arms  # (K, n_train) arm of each training position
+        self.k, self.n = train_arms.shape
+        self.batch_size = batch_size
+        self.n_arms = n_arms
+        self.gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
+        self.perm = torch.empty(self.k, 0, dtype=torch.long)
+        self.arm_positions = [
+            [torch.nonzero(train_arms[k] == a).flatten() for a in range(n_arms)]
+            for k in range(self.k)
+        ]
+
+    def _new_epoch(self) -> torch.Tensor:
+        return torch.stack([torch.randperm(self.n, generator=g) for g in self.gens])
+
+    def next(self) -> torch.Tensor:
+        """(K, B) positions into the training split."""
+        while self.perm.shape[1] < self.batch_size:
+            self.perm = torch.cat([self.perm, self._new_epoch()], dim=1)
+        pos = self.perm[:, : self.batch_size]
+        self.perm = self.perm[:, self.batch_size :]
+        arms = self.arms.gather(1, pos)
+        present = torch.stack([(arms == a).any(1) for a in range(self.n_arms)], dim=1)
+        if not bool(present.all()):
+            pos = pos.clone()
+            for k in torch.nonzero(~present.all(1)).flatten().tolist():
+                slot = self.batch_size - 1
+                for a in torch.nonzero(~present[k]).flatten().tolist():
+                    cand = self.arm_positions[k][a]
+                    j = int(torch.randint(len(cand), (1,), generator=self.gens[k]))
+                    pos[k, slot] = cand[j]
+                    slot -= 1
+        return pos
+
+
+def _derive_seeds(seeds: Sequence[int]) -> tuple[list[int], list[int]]:
+    """Independent init and batch seeds from each model's seed."""
+    init, batch = [], []
+    for s in seeds:
+        a, b = np.random.SeedSequence(int(s)).generate_state(2)
+        init.append(int(a))
+        batch.append(int(b))
+    return init, batch
+
+
+def _factual_loss(pred: torch.Tensor, y: torch.Tensor, loss: str) -> torch.Tensor:
+    if loss == "mse":
+        return (pred - y).pow(2)
+    return F.binary_cross_entropy_with_logits(pred, y, reduction="none")
+
+
+def train_cfr(
+    x: torch.Tensor,
+    t: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    train_idx: torch.Tensor,
+    val_idx: torch.Tensor,
+    config: CFRConfig,
+    seeds: Sequence[int],
+    n_arms: int = 2,
+    alpha: Sequence[float] | None = None,
+    weight_decay: Sequence[float] | None = None,
+    per_model_data: bool = False,
+    device: torch.device | str = "cpu",
+    progress: bool | Callable | None = False,
+) -> TrainResult:
+    """Train ``K = len(seeds)`` CFR networks in one stacked pass.
+
+    Parameters
+    ----------
+    x : tensor (n, d) shared by all models, or (K, n, d) with ``per_model_data=True``
+        Covariates, already standardised. Float.
+    t : tensor (n,) or (K, n), long
+        Arm of each unit (0 = control, 1 = treated, ...).
+    y : tensor (n,) or (K, n), float
+        Outcomes (standardised for ``"mse"``, 0/1 for ``"logloss"``).
+    train_idx, val_idx : long tensors (K, n_train), (K, n_val)
+        Per-model row indices of the training and validation units. Rows may repeat (bootstrap).
+    config : CFRConfig
+    seeds : sequence of int, length K
+        Model k's initial weights and mini-batch order depend only on ``seeds[k]``.
+    alpha, weight_decay : optional per-model overrides of ``config.alpha``/``config.weight_decay``
+        (hyper-parameter candidates of the same architecture can share one stack).
+    progress : bool or callable
+        True shows a tqdm bar; a callable receives ``(step, info_dict)`` after each evaluation.
+    """
+    config.validate()
+    k = len(seeds)
+    device = torch.device(device)
+    dtype = x.dtype
+    if train_idx.shape[0] != k or val_idx.shape[0] != k:
+        raise ValueError(
+            f"train_idx and val_idx need one row per model (K={k}); got {tuple(train_idx.shape)} "
+            f"and {tuple(val_idx.shape)}"
+        )
+    x = x.to(device)
+    t = t.to(device=device, dtype=torch.long)
+    y = y.to(device=device, dtype=dtype)
+    train_idx = train_idx.to(device)
+    val_idx = val_idx.to(device)
+    rows = torch.arange(k, device=device).unsqueeze(1)
+
+    def take(v, idx):
+        return v[rows, idx] if per_model_data else v[idx]
+
+    alpha_t = torch.as_tensor(
+        [config.alpha] * k if alpha is None else list(alpha), dtype=dtype, device=device
+    )
+    wd_t = torch.as_tensor(
+        [config.weight_decay] * k if weight_decay is None else list(weight_decay),
+        dtype=dtype,
+        device=device,
+    )
+    if alpha_t.shape != (k,) or wd_t.shape != (k,):
+        raise ValueError("alpha and weight_decay overrides need one value per model")
+    use_ipm = bool((alpha_t > 0).any())
+
+    t_train = take(t, train_idx)  # (K, n_train)
+    counts = torch.stack([(t_train == a).sum(1) for a in range(n_arms)], dim=1)
+    if bool((counts == 0).any()):
+        raise ValueError("every model's training split must contain every treatment arm")
+    shares = counts.to(dtype) / t_train.shape[1]  # (K, n_arms): u and 1-u
+    if not config.reweight_sample:
+        shares = torch.full_like(shares, 1.0 / n_arms)  # all weights 1
+
+    init_seeds, batch_seeds = _derive_seeds(seeds)
+    net = CFRNet(
+        x.shape[-1],
+        init_seeds,
+        n_arms=n_arms,
+        n_rep_layers=config.n_rep_layers,
+        rep_dim=config.rep_dim,
+        n_head_layers=config.n_head_layers,
+        head_dim=config.head_dim,
+        normalization=config.normalization,
+        weight_init=config.weight_init,
+        dtype=dtype,
+        device=device,
+    )
+    # Adam updates every parameter element on its own: stacked models stay independent
+    opt = torch.optim.Adam(net.parameters(), lr=config.learning_rate, foreach=True)
+    sched = torch.optim.lr_scheduler.StepLR(opt, config.lr_decay_steps, gamma=config.lr_decay)
+    sampler = _BatchSampler(t_train.cpu(), min(config.batch_size, t_train.shape[1]), batch_seeds, n_arms)
+    ipm_kw = config.ipm_kwargs()
+
+    # validation data, fixed for the whole run
+    x_val = take(x, val_idx)
+    t_val = take(t, val_idx)
+    y_val = take(y, val_idx)
+    w_val = sample_weights(t_val, shares)
+    n_ipm_val = min(val_idx.shape[1], config.max_eval_units)
+
+    @torch.no_grad()
+    def evaluate():
+        phi, out = net(x_val)
+        pred = out.gather(1, t_val.unsqueeze(1)).squeeze(1)
+        loss = (w_val * _factual_loss(pred, y_val, config.loss)).mean(1)
+        tv = t_val[:, :n_ipm_val]
+        ok = torch.stack([(tv == a).any(1) for a in range(2)], 1).all(1)
+        if bool(ok.all()):
+            imb = imbalance(phi[:, :n_ipm_val], tv == 1, tv <= 1, check=False, **ipm_kw)
+        else:  # a validation subset without both arms: fall back to the whole split
+            imb = imbalance(phi, t_val == 1, t_val <= 1, check=False, **ipm_kw)
+        penalty = net.weight_penalty(config.rep_weight_decay)
+        obj = loss + alpha_t * imb + wd_t * penalty
+        return loss, imb, obj
+
+    history = {k_: [] for k_ in ("step", "train_loss", "train_imbalance", "val_loss",
+                                 "val_imbalance", "val_objective", "learning_rate")}
+
+    def record(step, tr_loss, tr_imb, va):
+        history["step"].append(step)
+        history["train_loss"].append(np.asarray(tr_loss, dtype=float))
+        history["train_imbalance"].append(np.asarray(tr_imb, dtype=float))
+        history["val_loss"].append(va[0].cpu().numpy().astype(float))
+        history["val_imbalance"].append(va[1].cpu().numpy().astype(float))
+        history["val_objective"].append(va[2].cpu().numpy().astype(float))
+        history["learning_rate"].append(float(opt.param_groups[0]["lr"]))
+
+    v0 = evaluate()  # state at initialisation (step 0), recorded but never selected
+    record(0, np.full(k, np.nan), np.full(k, np.nan), v0)
+
+    best_store = net.state_copy()
+    best_obj = torch.full((k,), float("inf"), dtype=dtype, device=device)
+    best_step = np.zeros(k, dtype=int)
+    has_best = torch.zeros(k, dtype=torch.bool, device=device)
+    active = torch.ones(k, dtype=torch.bool, device=device)
+    diverged = np.zeros(k, dtype=bool)
+    no_improve = torch.zeros(k, dtype=torch.long, device=device)
+    run_loss = torch.zeros(k, dtype=dtype, device=device)
+    run_imb = torch.zeros(k, dtype=dtype, device=device)
+    run_n = 0
+
+    bar = None
+    callback = progress if callable(progress) else None
+    if progress is True:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=config.n_iter, desc="CFR" if use_ipm else "TARNet", leave=False)
+
+    zeros_k = torch.zeros(k, dtype=dtype, device=device)
+    step = 0
+    try:
+        for step in range(1, config.n_iter + 1):
+            pos = sampler.next().to(device)
+            idx = train_idx.gather(1, pos)
+            xb, tb, yb = take(x, idx), take(t, idx), take(y, idx)
+            wb = sample_weights(tb, shares)
+            phi, out = net(xb)
+            pred = out.gather(1, tb.unsqueeze(1)).squeeze(1)  # factual head only
+            risk = (wb * _factual_loss(pred, yb, config.loss)).mean(1)
+            if use_ipm:
+                imb = imbalance(phi, tb == 1, tb <= 1, check=False, **ipm_kw)
+            else:
+                imb = zeros_k
+            obj = risk + alpha_t * imb + wd_t * net.weight_penalty(config.rep_weight_decay)
+            finite = torch.isfinite(obj)
+            if not bool(finite[active].all()):
+                bad = torch.nonzero(active & ~finite).flatten()
+                for kk in bad.tolist():
+                    if not bool(has_best[kk]):
+                        raise TrainingDivergedError(
+                            f"the training objective of model {kk} became non-finite at step "
+                            f"{step} before any checkpoint was kept. Lower learning_rate or "
+                            f"alpha, or check the inputs for extreme values."
+                        )
+                    diverged[kk] = True
+                    active[kk] = False
+                warnings.warn(
+                    f"training objective became non-finite at step {step} for model(s) "
+                    f"{bad.tolist()}; they keep their best checkpoint (step "
+                    f"{best_step[bad.cpu().numpy()].tolist()}) and stop training.",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                if not bool(active.any()):
+                    break
+            obj = torch.where(finite, obj, torch.zeros_like(obj))
+            opt.zero_grad(set_to_none=True)
+            obj.sum().backward()
+            opt.step()
+            sched.step()
+            run_loss += risk.detach().nan_to_num()
+            run_imb += imb.detach().nan_to_num()
+            run_n += 1
+
+            if step % config.eval_every == 0 or step == config.n_iter:
+                va = evaluate()
+                record(step, (run_loss / run_n).cpu().numpy(), (run_imb / run_n).cpu().numpy(), va)
+                run_loss.zero_()
+                run_imb.zero_()
+                run_n = 0
+                val_obj = va[2]
+                improved = active & torch.isfinite(val_obj) & (val_obj < best_obj)
+                if bool(improved.any()):
+                    net.update_where(best_store, improved)
+                    best_obj = torch.where(improved, val_obj, best_obj)
+                    best_step[improved.cpu().numpy()] = step
+                    has_best |= improved
+                no_improve = torch.where(improved, torch.zeros_like(no_improve), no_improve + 1)
+                if config.patience is not None:
+                    active &= ~((no_improve >= config.patience) & has_best)
+                if bar is not None:
+                    bar.set_postfix(
+                        val_loss=f"{float(va[0].mean()):.4g}",
+                        imbalance=f"{float(va[1].mean()):.3g}",
+                        active=int(active.sum()),
+                    )
+                if callback is not None:
+                    callback(step, {"val_loss": va[0], "val_imbalance": va[1],
+                                    "val_objective": va[2], "active": active.clone()})
+                if not bool(active.any()):
+                    break
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+
+    if not bool(has_best.all()):  # only possible if every evaluation was non-finite
+        missing = torch.nonzero(~has_best).flatten().tolist()
+        raise TrainingDivergedError(
+            f"no finite validation objective was reached for model(s) {missing}; lower "
+            f"learning_rate or alpha, or check the inputs for extreme values."
+        )
+    net.load_state(best_store)
+    net.eval()
+    hist = {key: (np.stack(v) if key not in ("step", "learning_rate") else np.asarray(v))
+            for key, v in history.items()}
+    return TrainResult(
+        net=net,
+        history=hist,
+        best_step=best_step,
+        best_val_objective=best_obj.cpu().numpy(),
+        n_steps=step,
+        stopped=(~active).cpu().numpy() & ~diverged,
+        diverged=diverged,
+    )
+
+
+@torch.no_grad()
+def predict(
+    net: CFRNet,
+    x: torch.Tensor,
+    *,
+    batch_size: int = 65536,
+    representation: bool = False,
+):
+    """Outputs of every model on shared covariates ``x`` (n, d), in batches.
+
+    Returns ``outputs`` (K, n_arms, n), and with ``representation=True`` also ``phi``
+    (K, n, rep_dim).
+    """
+    net.eval()
+    device = net.rep_weights[0].device
+    k = net.n_models
+    outs, phis = [], []
+    for start in range(0, x.shape[0], batch_size):
+        xb = x[start : start + batch_size].to(device)
+        phi, out = net(xb.unsqueeze(0).expand(k, -1, -1))
+        outs.append(out)
+        if representation:
+            phis.append(phi)
+    out = torch.cat(outs, dim=2) if outs else torch.empty(k, net.n_arms, 0)
+    if representation:
+        return out, (torch.cat(phis, dim=1) if phis else torch.empty(k, 0, 0))
+    return out
