@@ -1,0 +1,12 @@
+"""dowhy_cfr: Counterfactual Regression (CFR) and TARNet for the PyWhy ecosystem.
+
+Shalit, Johansson & Sontag (ICML 2017), "Estimating individual treatment effect: generalization
+bounds and algorithms". ``CFR`` and ``TARNet`` are EconML CATE estimators built on a pure-PyTorch
+core (:mod:`dowhy_cfr.core`).
+"""
+
+from .estimator import CFR, TARNet
+
+__version__ = "0.1.0"
+
+__all__ = ["CFR", "TARNet", "__version__"]

@@ -36,6 +36,7 @@ __all__ = [
     "sample_weights",
     "train_cfr",
     "predict",
+    "factual",
     "LOSSES",
 ]
 
@@ -227,6 +228,15 @@ def _derive_seeds(seeds: Sequence[int]) -> tuple[list[int], list[int]]:
     return init, batch
 
 
+def factual(outputs: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """The observed arm's output ``h_{t_i}(Phi(x_i))``: (K, n_arms, B), (K, B) -> (K, B).
+
+    Only this entry enters the factual loss, so each unit's gradient reaches only the head of its
+    own arm.
+    """
+    return outputs.gather(1, t.unsqueeze(1)).squeeze(1)
+
+
 def _factual_loss(pred: torch.Tensor, y: torch.Tensor, loss: str) -> torch.Tensor:
     if loss == "mse":
         return (pred - y).pow(2)
@@ -301,6 +311,9 @@ def train_cfr(
     use_ipm = bool((alpha_t > 0).any())
 
     t_train = take(t, train_idx)  # (K, n_train)
+    t_val_check = take(t, val_idx)
+    if not all(bool((t_val_check == a).any(1).all()) for a in range(n_arms)):
+        raise ValueError("every model's validation split must contain every treatment arm")
     counts = torch.stack([(t_train == a).sum(1) for a in range(n_arms)], dim=1)
     if bool((counts == 0).any()):
         raise ValueError("every model's training split must contain every treatment arm")
@@ -338,13 +351,12 @@ def train_cfr(
     @torch.no_grad()
     def evaluate():
         phi, out = net(x_val)
-        pred = out.gather(1, t_val.unsqueeze(1)).squeeze(1)
+        pred = factual(out, t_val)
         loss = (w_val * _factual_loss(pred, y_val, config.loss)).mean(1)
         tv = t_val[:, :n_ipm_val]
-        ok = torch.stack([(tv == a).any(1) for a in range(2)], 1).all(1)
-        if bool(ok.all()):
+        if all(bool((tv == a).any(1).all()) for a in range(2)):
             imb = imbalance(phi[:, :n_ipm_val], tv == 1, tv <= 1, check=False, **ipm_kw)
-        else:  # a validation subset without both arms: fall back to the whole split
+        else:  # the capped subset misses an arm: use the whole split (checked above)
             imb = imbalance(phi, t_val == 1, t_val <= 1, check=False, **ipm_kw)
         penalty = net.weight_penalty(config.rep_weight_decay)
         obj = loss + alpha_t * imb + wd_t * penalty
@@ -392,7 +404,7 @@ def train_cfr(
             xb, tb, yb = take(x, idx), take(t, idx), take(y, idx)
             wb = sample_weights(tb, shares)
             phi, out = net(xb)
-            pred = out.gather(1, tb.unsqueeze(1)).squeeze(1)  # factual head only
+            pred = factual(out, tb)  # factual head only
             risk = (wb * _factual_loss(pred, yb, config.loss)).mean(1)
             if use_ipm:
                 imb = imbalance(phi, tb == 1, tb <= 1, check=False, **ipm_kw)

@@ -1,0 +1,135 @@
+"""Input checks shared by the estimator, the DoWhy adapter and the refuters.
+
+Every check raises ``ValueError`` or ``TypeError`` naming the argument and saying how to fix it,
+and converts without modifying the caller's objects (pandas and numpy inputs are copied on
+conversion, never written to).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["as_2d_float", "as_1d", "column_names", "check_same_length", "check_finite"]
+
+
+def column_names(a) -> list[str] | None:
+    """Column names of a DataFrame (as strings), None otherwise."""
+    if isinstance(a, pd.DataFrame):
+        return [str(c) for c in a.columns]
+    return None
+
+
+def _non_numeric_columns(df: pd.DataFrame) -> list[str]:
+    bad = []
+    for c in df.columns:
+        dtype = df[c].dtype
+        if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
+            continue
+        bad.append(str(c))
+    return bad
+
+
+def _to_numeric_frame(name: str, df: pd.DataFrame) -> np.ndarray:
+    bad = _non_numeric_columns(df)
+    if bad:
+        raise TypeError(
+            f"{name} has non-numeric column(s) {bad}; encode them as numbers first, e.g. with "
+            f"pandas.get_dummies({name}, columns={bad}, drop_first=True) or "
+            f"sklearn.preprocessing.OneHotEncoder"
+        )
+    if df.isna().to_numpy().any():
+        cols = [str(c) for c in df.columns[df.isna().any().to_numpy()]]
+        raise ValueError(
+            f"{name} contains missing values (NaN/NA) in column(s) {cols}; impute or drop those "
+            f"rows before fitting"
+        )
+    return df.astype("float64").to_numpy(copy=True)
+
+
+def as_2d_float(name: str, a, *, allow_none: bool = False) -> np.ndarray | None:
+    """Convert a DataFrame / Series / array / list to a fresh float64 array of shape (n, d)."""
+    if a is None:
+        if allow_none:
+            return None
+        raise ValueError(f"{name} is required (got None)")
+    if isinstance(a, pd.Series):
+        a = a.to_frame()
+    if isinstance(a, pd.DataFrame):
+        arr = _to_numeric_frame(name, a)
+    else:
+        try:
+            arr = np.array(a, copy=True)
+        except Exception as exc:  # pragma: no cover - exotic inputs
+            raise TypeError(f"{name} could not be converted to an array: {exc}") from exc
+        if arr.dtype == object or not (
+            np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)
+        ):
+            try:
+                arr = arr.astype("float64")
+            except (TypeError, ValueError) as exc:
+                raise TypeError(
+                    f"{name} must be numeric (got dtype {arr.dtype}); encode categorical "
+                    f"columns as numbers first, e.g. with pandas.get_dummies"
+                ) from exc
+        arr = arr.astype("float64", copy=False)
+        if arr.ndim == 1:
+            arr = arr.reshape(-1, 1)
+        if arr.ndim != 2:
+            raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} is empty (0 rows); fit needs data")
+    check_finite(name, arr)
+    return arr
+
+
+def as_1d(name: str, a) -> np.ndarray:
+    """A fresh 1-D array (values kept as they are: numbers, bools or labels)."""
+    if a is None:
+        raise ValueError(f"{name} is required (got None)")
+    if isinstance(a, pd.DataFrame):
+        if a.shape[1] != 1:
+            raise ValueError(
+                f"{name} must be a single column; got a DataFrame with {a.shape[1]} columns"
+            )
+        a = a.iloc[:, 0]
+    if isinstance(a, pd.Series):
+        if a.isna().any():
+            raise ValueError(f"{name} contains missing values (NaN/NA); drop or impute them")
+        if isinstance(a.dtype, pd.CategoricalDtype):
+            arr = np.asarray(a.astype(object), dtype=object)
+        elif pd.api.types.is_bool_dtype(a.dtype):
+            arr = a.to_numpy(dtype=bool, copy=True)
+        elif pd.api.types.is_numeric_dtype(a.dtype):
+            arr = a.to_numpy(dtype="float64", copy=True)
+        else:
+            arr = a.to_numpy(dtype=object, copy=True)
+    else:
+        arr = np.array(a, copy=True)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim != 1:
+        raise ValueError(
+            f"{name} must be one-dimensional (n,) or a single column (n, 1); got shape {arr.shape}"
+        )
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} is empty (0 rows); fit needs data")
+    if np.issubdtype(arr.dtype, np.number):
+        check_finite(name, arr.astype("float64", copy=False))
+    elif arr.dtype == object and pd.isna(arr).any():
+        raise ValueError(f"{name} contains missing values (None/NaN); drop or impute them")
+    return arr
+
+
+def check_finite(name: str, arr: np.ndarray) -> None:
+    if not np.isfinite(arr).all():
+        kind = "NaN" if np.isnan(arr).any() else "infinite values"
+        raise ValueError(f"{name} contains {kind}; remove or impute them before fitting")
+
+
+def check_same_length(**arrays) -> int:
+    lengths = {k: len(v) for k, v in arrays.items() if v is not None}
+    if len(set(lengths.values())) > 1:
+        desc = ", ".join(f"{k}: {n}" for k, n in lengths.items())
+        raise ValueError(f"inputs have different numbers of rows ({desc}); they must match")
+    return next(iter(lengths.values()))

@@ -1,0 +1,31 @@
+"""Benchmark data sets.
+
+Currently the IHDP semi-synthetic benchmark of Shalit, Johansson & Sontag (2017), regenerated
+bit for bit from the covariates shipped with EconML (see :mod:`dowhy_cfr.datasets.ihdp`).
+"""
+
+from .ihdp import (
+    IHDP_FEATURE_NAMES,
+    IHDP_MAX_REALIZATION,
+    IHDP_N_UNITS,
+    IHDPData,
+    IHDPSplit,
+    ihdp_seed,
+    ihdp_split,
+    load_ihdp,
+    load_ihdp_many,
+    load_ihdp_npz,
+)
+
+__all__ = [
+    "IHDP_FEATURE_NAMES",
+    "IHDP_MAX_REALIZATION",
+    "IHDP_N_UNITS",
+    "IHDPData",
+    "IHDPSplit",
+    "ihdp_seed",
+    "ihdp_split",
+    "load_ihdp",
+    "load_ihdp_many",
+    "load_ihdp_npz",
+]

@@ -1,0 +1,560 @@
+"""``CFR`` and ``TARNet``: EconML CATE estimators on top of :mod:`dowhy_cfr.core`."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import warnings
+
+import numpy as np
+import pandas as pd
+import torch
+from econml._cate_estimator import BaseCateEstimator, LinearCateEstimator, TreatmentExpansionMixin
+from econml.utilities import one_hot_encoder
+from sklearn.base import BaseEstimator, clone
+from sklearn.model_selection import train_test_split
+from sklearn.utils import check_random_state
+
+from . import _validation as V
+from .core import CFRConfig, predict, train_cfr
+
+__all__ = ["CFR", "TARNet"]
+
+_CONFIG_FIELDS = tuple(
+    f for f in CFRConfig.__dataclass_fields__ if f not in ("loss", "max_eval_units")
+)
+
+
+def _resolve_device(device) -> torch.device:
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} was requested but CUDA is not available; use 'cpu'")
+    return dev
+
+
+def _interactive() -> bool:
+    if "ipykernel" in sys.modules:
+        return True
+    try:
+        return sys.stderr.isatty()
+    except Exception:  # pragma: no cover
+        return False
+
+
+class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
+    """Counterfactual Regression (Shalit, Johansson & Sontag, ICML 2017) as an EconML estimator.
+
+    A shared representation ``Phi`` of the covariates feeds one outcome head per treatment arm
+    (``h0``, ``h1``). Training minimises the weighted factual loss plus ``alpha`` times an integral
+    probability metric (IPM) between the treated and control representations (Eq. 3 of the paper),
+    so that the heads extrapolate across arms from balanced representations. The individual effect
+    is ``tau(x) = h1(Phi(x)) - h0(Phi(x))``.
+
+    Defaults follow the paper's IHDP configuration (the authors' ``configs/example_ihdp.txt``),
+    except ``alpha``, which is on the scale of the *standardised* outcome (see ``alpha``).
+
+    Parameters
+    ----------
+    alpha : float, default 0.05
+        Weight of the imbalance penalty (alpha of Eq. 3); ``alpha=0`` is TARNet. The factual loss
+        is computed on the standardised outcome, so ``alpha`` does not depend on the units of Y.
+        The paper's alpha = 0.3 was set on raw IHDP outcomes, whose variance is about 4 for a
+        typical realization; on the standardised scale that corresponds to roughly 0.075. The
+        default was chosen by measurement on IHDP (see ``docs/results.md``).
+    ipm : {"wass", "wass2", "mmd2_lin", "mmd2_rbf"}, default "wass"
+        The IPM: entropic Wasserstein-1 (CFR-Wass, the default), the same with squared Euclidean
+        cost, squared linear MMD (the paper's CFR-MMD) or unbiased Gaussian-kernel MMD.
+    weight_decay : float, default 1e-4
+        L2 penalty lambda of Eq. 3 on the outcome heads' weights (``p_lambda``).
+    rep_weight_decay : bool, default False
+        Also penalise the representation's weights.
+    n_rep_layers, rep_dim : int, default 3, 200
+        Depth and width of the representation Phi (ELU layers).
+    n_head_layers, head_dim : int, default 3, 100
+        Depth and width of each outcome head (ELU layers, then a linear output).
+    normalization : {"divide", "none"}, default "divide"
+        "divide" projects each representation onto the unit sphere (reference code).
+    weight_init : float, default 0.1
+        Initial weights are N(0, (weight_init / sqrt(fan_in))^2); biases start at 0.
+    learning_rate : float, default 1e-3
+        Adam's learning rate.
+    lr_decay, lr_decay_steps : float, int, default 0.97, 100
+        Staircase decay of the learning rate: multiplied by ``lr_decay`` every ``lr_decay_steps``
+        steps (1.0 switches decay off).
+    batch_size : int, default 100
+        Mini-batch size; batches always contain both arms. Clamped (with a warning) to the
+        training split's size for small data.
+    n_iter : int, default 3000
+        Maximum number of mini-batch steps.
+    val_fraction : float, default 0.3
+        Share of the units held out (stratified by treatment) for early stopping.
+    eval_every : int, default 100
+        Evaluate the validation objective every ``eval_every`` steps.
+    patience : int or None, default 10
+        Stop after this many evaluations without improvement of the validation objective; the
+        best checkpoint is kept. None runs all ``n_iter`` steps (still keeping the best).
+    reweight_sample : bool, default True
+        Weight units by ``w_i = t_i/(2u) + (1-t_i)/(2(1-u))`` (Algorithm 1, line 2).
+    rbf_sigma : float, default 0.1
+        Bandwidth of ``mmd2_rbf``: kernel ``exp(-||a-b||^2 / sigma^2)``.
+    wass_lambda, wass_iterations : float, int, default 10, 10
+        Entropic scale (relative to the mean cost) and number of Sinkhorn iterations.
+    wass_backprop : bool, default True
+        Backpropagate through the Sinkhorn transport plan.
+    loss : {"auto", "mse", "logloss"}, default "auto"
+        Squared loss, or log-loss with a sigmoid output for 0/1 outcomes; "auto" uses log-loss
+        when every outcome is 0 or 1. For binary outcomes effects are differences of
+        probabilities.
+    model_final : sklearn regressor or None, default None
+        Only used when ``W`` is passed to ``fit``: CATE is then a function of ``X`` alone, so the
+        unit-level effects ``tau(x_i, w_i)`` are regressed on ``x_i`` with this model. None uses
+        ``HistGradientBoostingRegressor()``.
+    n_ensemble : int, default 1
+        Number of networks trained (stacked, in one pass) from different seeds and validation
+        splits; effects are averaged over them.
+    categories : "auto" or list, default "auto"
+        Treatment categories; the first is the control arm.
+    random_state : int, RandomState or None, default None
+        Seed of the weights, the validation split and the mini-batch order.
+    device : {"cpu", "cuda", "auto"}, default "cpu"
+    verbose : int, default 1
+        1 shows a progress bar in interactive sessions (terminal or notebook), 2 always,
+        0 never.
+
+    Attributes
+    ----------
+    history_ : pandas.DataFrame
+        One row per evaluation and ensemble member: step, train/validation factual loss,
+        imbalance, validation objective and learning rate. Step 0 is the untrained network.
+    best_iteration_ : numpy.ndarray
+        Step of the kept checkpoint, per ensemble member.
+    n_iter_ : int
+        Steps run (fewer than ``n_iter`` when every member stopped early).
+    config_ : CFRConfig
+        The core configuration used.
+    model_final_ : fitted regressor or None
+        The final-stage model (only when W was given).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dowhy_cfr import CFR
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(500, 3))
+    >>> T = rng.binomial(1, 1 / (1 + np.exp(-X[:, 0])))
+    >>> Y = X[:, 0] + T * (1 + X[:, 1]) + rng.normal(scale=0.1, size=500)
+    >>> est = CFR(n_iter=300, random_state=0, verbose=0).fit(Y, T, X=X)
+    >>> est.effect(X[:3]).shape
+    (3,)
+    """
+
+    def __init__(
+        self,
+        *,
+        alpha=0.05,
+        ipm="wass",
+        weight_decay=1e-4,
+        rep_weight_decay=False,
+        n_rep_layers=3,
+        rep_dim=200,
+        n_head_layers=3,
+        head_dim=100,
+        normalization="divide",
+        weight_init=0.1,
+        learning_rate=1e-3,
+        lr_decay=0.97,
+        lr_decay_steps=100,
+        batch_size=100,
+        n_iter=3000,
+        val_fraction=0.3,
+        eval_every=100,
+        patience=10,
+        reweight_sample=True,
+        rbf_sigma=0.1,
+        wass_lambda=10.0,
+        wass_iterations=10,
+        wass_backprop=True,
+        loss="auto",
+        model_final=None,
+        n_ensemble=1,
+        categories="auto",
+        random_state=None,
+        device="cpu",
+        verbose=1,
+    ):
+        self.alpha = alpha
+        self.ipm = ipm
+        self.weight_decay = weight_decay
+        self.rep_weight_decay = rep_weight_decay
+        self.n_rep_layers = n_rep_layers
+        self.rep_dim = rep_dim
+        self.n_head_layers = n_head_layers
+        self.head_dim = head_dim
+        self.normalization = normalization
+        self.weight_init = weight_init
+        self.learning_rate = learning_rate
+        self.lr_decay = lr_decay
+        self.lr_decay_steps = lr_decay_steps
+        self.batch_size = batch_size
+        self.n_iter = n_iter
+        self.val_fraction = val_fraction
+        self.eval_every = eval_every
+        self.patience = patience
+        self.reweight_sample = reweight_sample
+        self.rbf_sigma = rbf_sigma
+        self.wass_lambda = wass_lambda
+        self.wass_iterations = wass_iterations
+        self.wass_backprop = wass_backprop
+        self.loss = loss
+        self.model_final = model_final
+        self.n_ensemble = n_ensemble
+        self.categories = categories
+        self.random_state = random_state
+        self.device = device
+        self.verbose = verbose
+        super().__init__()
+
+    # ------------------------------------------------------------------ EconML plumbing
+    def _gen_allowed_missing_vars(self):
+        return []
+
+    def _strata(self, Y, T, *args, **kwargs):
+        """Bootstrap replicas keep the treated/control counts (EconML calls this)."""
+        return V.as_1d("T", T)
+
+    # ------------------------------------------------------------------ fit
+    def _config(self, loss: str) -> CFRConfig:
+        params = {f: getattr(self, f) for f in _CONFIG_FIELDS}
+        return CFRConfig(loss=loss, **params).validate()
+
+    @BaseCateEstimator._wrap_fit
+    def fit(self, Y, T, *, X, W=None, inference=None):
+        """Train the networks on outcomes ``Y``, treatments ``T`` and covariates ``X`` (and ``W``).
+
+        Parameters
+        ----------
+        Y : array_like, shape (n,) or (n, 1)
+            Outcome. 0/1 outcomes use log-loss (``loss="auto"``).
+        T : array_like, shape (n,) or (n, 1)
+            Binary treatment (any two labels; the first of ``categories`` is the control).
+        X : array_like, shape (n, d_x), or None
+            Covariates: confounders and effect modifiers. ``effect(X)`` is a function of these.
+        W : array_like, shape (n, d_w), optional
+            Further confounders the representation sees; CATE is then averaged over W given X by
+            ``model_final`` (see the class docstring).
+        inference : str, Inference or None
+            ``"bootstrap"`` or an EconML ``BootstrapInference`` for intervals.
+
+        Returns
+        -------
+        self
+        """
+        xw, arms, y = self._check_fit_inputs(Y, T, X, W)
+        n = xw.shape[0]
+        loss = self._resolve_loss(y)
+        config = self._config(loss)
+        if not isinstance(self.n_ensemble, (int, np.integer)) or isinstance(self.n_ensemble, bool) \
+                or self.n_ensemble < 1:
+            raise ValueError(f"n_ensemble={self.n_ensemble!r} is invalid: a positive integer")
+
+        # fitted preprocessing: standardise every covariate, and Y for the squared loss
+        self._x_mean = xw.mean(0)
+        scale = xw.std(0)
+        self._x_scale = np.where(scale > 0, scale, 1.0)
+        if loss == "mse":
+            self._y_mean = float(y.mean())
+            ys = float(y.std())
+            self._y_scale = ys if ys > 0 else 1.0
+        else:
+            self._y_mean, self._y_scale = 0.0, 1.0
+        self.config_ = config
+        self.loss_ = loss
+
+        rng = check_random_state(self.random_state)
+        seeds = [int(s) for s in rng.randint(0, 2**31 - 1, size=self.n_ensemble)]
+        train_idx, val_idx = self._split(arms, seeds, config)
+        n_train = train_idx.shape[1]
+        if config.batch_size > n_train:
+            warnings.warn(
+                f"batch_size={config.batch_size} is larger than the training split "
+                f"({n_train} units); using batch_size={n_train}",
+                UserWarning,
+                stacklevel=3,
+            )
+            config.batch_size = n_train
+        self._device = _resolve_device(self.device)
+        result = train_cfr(
+            torch.as_tensor(self._standardize(xw), dtype=torch.float32),
+            torch.as_tensor(arms, dtype=torch.long),
+            torch.as_tensor((y - self._y_mean) / self._y_scale, dtype=torch.float32),
+            train_idx=torch.as_tensor(train_idx),
+            val_idx=torch.as_tensor(val_idx),
+            config=config,
+            seeds=seeds,
+            n_arms=self._n_arms,
+            device=self._device,
+            progress=self._show_progress(),
+        )
+        self._net = result.net
+        self.training_result_ = result
+        self.best_iteration_ = result.best_step.copy()
+        self.n_iter_ = int(result.n_steps)
+        self.history_ = self._history_frame(result.history)
+        self.seeds_ = seeds
+
+        # unit-level effects on the fitted units: the final stage (with W) and X=None use them
+        tau_units = self._tau_standardized_input(self._standardize(xw))
+        self._tau_fit_mean = tau_units.mean(0)
+        self.model_final_ = None
+        if self._n_w > 0 and self._n_x > 0:
+            model = self.model_final
+            if model is None:
+                from sklearn.ensemble import HistGradientBoostingRegressor
+
+                model = HistGradientBoostingRegressor(random_state=seeds[0])
+            x_only = xw[:, : self._n_x]
+            self.model_final_ = [clone(model).fit(x_only, tau_units[:, j])
+                                 for j in range(tau_units.shape[1])]
+        self._n_fit = n
+        return self
+
+    def _check_fit_inputs(self, Y, T, X, W):
+        if X is None and W is None:
+            raise ValueError("X is required (W alone is allowed only together with X=None "
+                             "when you want an average effect); pass the covariates as X")
+        y = V.as_1d("Y", Y)
+        if isinstance(Y, (pd.DataFrame, np.ndarray)) and np.ndim(Y) == 2 and np.shape(Y)[1] > 1:
+            raise ValueError(f"Y must be a single outcome; got {np.shape(Y)[1]} columns. Fit one "
+                             f"estimator per outcome.")
+        try:
+            y = y.astype("float64")
+        except (TypeError, ValueError) as exc:
+            raise TypeError("Y must be numeric; encode a categorical outcome as 0/1") from exc
+        V.check_finite("Y", y)
+        t_raw = V.as_1d("T", T)
+        x = V.as_2d_float("X", X, allow_none=True)
+        w = V.as_2d_float("W", W, allow_none=True)
+        V.check_same_length(Y=y, T=t_raw, X=x, W=w)
+        self._x_columns = V.column_names(X)
+        self._w_columns = V.column_names(W)
+        self._n_x = 0 if x is None else x.shape[1]
+        self._n_w = 0 if w is None else w.shape[1]
+        self.n_features_in_ = self._n_x + self._n_w
+
+        categories = self.categories
+        if categories != "auto":
+            categories = [categories]
+        uniq = pd.unique(pd.Series(t_raw, dtype=object)) if t_raw.dtype == object else np.unique(t_raw)
+        if len(uniq) < 2:
+            raise ValueError(f"T has a single value ({uniq[0]!r}); CFR needs treated and control "
+                             f"units")
+        if len(uniq) > 2 and categories == "auto":
+            raise ValueError(
+                f"T has {len(uniq)} distinct values; only binary treatments are supported "
+                f"(multi-valued treatments are planned). Recode T to two arms."
+            )
+        self.transformer = one_hot_encoder(categories=categories, drop="first")
+        t_onehot = self.transformer.fit_transform(t_raw.reshape(-1, 1))
+        self._d_t = t_onehot.shape[1:]
+        if self._d_t[0] != 1:
+            raise ValueError("only binary treatments are supported (multi-valued are planned)")
+        arms = np.asarray(t_onehot[:, 0] > 0.5, dtype=np.int64)
+        self._n_arms = 2
+        xw = np.hstack([a for a in (x, w) if a is not None])
+        return xw, arms, y
+
+    def _resolve_loss(self, y: np.ndarray) -> str:
+        binary = bool(np.isin(y, (0.0, 1.0)).all())
+        if self.loss == "auto":
+            return "logloss" if binary and len(np.unique(y)) == 2 else "mse"
+        if self.loss == "logloss" and not binary:
+            raise ValueError("loss='logloss' needs a binary outcome with values 0 and 1; Y has "
+                             "other values. Use loss='mse' for a continuous outcome.")
+        if self.loss not in ("mse", "logloss"):
+            raise ValueError(f"loss={self.loss!r} is invalid: choose 'auto', 'mse' or 'logloss'")
+        return self.loss
+
+    def _split(self, arms: np.ndarray, seeds, config: CFRConfig):
+        """Stratified training/validation split per ensemble member."""
+        counts = np.bincount(arms, minlength=2)
+        n_val_min = np.ceil(counts * config.val_fraction)
+        too_small = (counts < 2) | (n_val_min < 1) | (counts - n_val_min < 1)
+        if too_small.any():
+            label = self.transformer.categories_[0][int(np.argmax(too_small))]
+            raise ValueError(
+                f"treatment arm {label!r} has only {counts[too_small].min()} unit(s); at least 2 "
+                f"are needed to split it into training and validation (val_fraction="
+                f"{config.val_fraction})"
+            )
+        tr, va = [], []
+        for s in seeds:
+            a, b = train_test_split(np.arange(len(arms)), test_size=config.val_fraction,
+                                    stratify=arms, random_state=s % (2**32 - 1))
+            tr.append(a)
+            va.append(b)
+        return np.stack(tr), np.stack(va)
+
+    def _show_progress(self) -> bool:
+        if self.verbose is None or self.verbose <= 0:
+            return False
+        return self.verbose >= 2 or _interactive()
+
+    def _history_frame(self, hist: dict) -> pd.DataFrame:
+        steps = hist["step"]
+        k = hist["val_loss"].shape[1]
+        frames = []
+        for m in range(k):
+            frames.append(pd.DataFrame({
+                "step": steps,
+                "member": m,
+                "train_loss": hist["train_loss"][:, m],
+                "train_imbalance": hist["train_imbalance"][:, m],
+                "val_loss": hist["val_loss"][:, m],
+                "val_imbalance": hist["val_imbalance"][:, m],
+                "val_objective": hist["val_objective"][:, m],
+                "learning_rate": hist["learning_rate"],
+            }))
+        return pd.concat(frames, ignore_index=True)
+
+    # ------------------------------------------------------------------ prediction helpers
+    def _check_fitted(self):
+        if not hasattr(self, "_net"):
+            raise ValueError(f"This {type(self).__name__} instance is not fitted yet; call "
+                             f"fit(Y, T, X=...) first")
+
+    def _standardize(self, xw: np.ndarray) -> np.ndarray:
+        return (xw - self._x_mean) / self._x_scale
+
+    def _check_block(self, name, A, n_expected, names_expected, n_rows=None):
+        if n_expected == 0:
+            if A is not None:
+                raise ValueError(f"{name} was not used at fit; pass {name}=None")
+            return None
+        if A is None:
+            raise ValueError(f"{name} with {n_expected} column(s) is required (it was used at fit)")
+        arr = V.as_2d_float(name, A)
+        if arr.shape[1] != n_expected:
+            raise ValueError(f"{name} has {arr.shape[1]} columns but the estimator was fitted "
+                             f"with {n_expected}")
+        got = V.column_names(A)
+        if names_expected is not None and got is not None and got != names_expected:
+            raise ValueError(f"{name}'s columns {got} differ from those seen at fit "
+                             f"{names_expected} (names and order must match)")
+        if n_rows is not None and arr.shape[0] != n_rows:
+            raise ValueError(f"{name} has {arr.shape[0]} rows, X has {n_rows}; they must match")
+        return arr
+
+    def _features(self, X, W) -> np.ndarray:
+        self._check_fitted()
+        x = self._check_block("X", X, self._n_x, self._x_columns)
+        w = self._check_block("W", W, self._n_w, self._w_columns,
+                              None if x is None else x.shape[0])
+        return self._standardize(np.hstack([a for a in (x, w) if a is not None]))
+
+    def _outputs(self, xw_std: np.ndarray) -> np.ndarray:
+        """Per-member, per-arm predictions on the outcome scale: (K, n_arms, n)."""
+        out = predict(self._net, torch.as_tensor(xw_std, dtype=torch.float32))
+        out = out.double().cpu().numpy()
+        if self.loss_ == "logloss":
+            return 1.0 / (1.0 + np.exp(-out))
+        return out * self._y_scale + self._y_mean
+
+    def _tau_standardized_input(self, xw_std: np.ndarray) -> np.ndarray:
+        """Ensemble-mean effect of each non-control arm vs control: (n, n_arms - 1)."""
+        out = self._outputs(xw_std).mean(0)  # (n_arms, n)
+        return (out[1:] - out[0:1]).T
+
+    # ------------------------------------------------------------------ public API
+    def const_marginal_effect(self, X=None):
+        """Effect of treatment vs control at ``X``: shape (m, d_t) (or (m, d_y, d_t) for 2-D Y).
+
+        Without W at fit, this is ``h1(Phi(x)) - h0(Phi(x))`` (ensemble mean). With W at fit, it
+        is ``model_final_`` applied to X. With X=None at fit, the average effect over the fitted
+        units (shape (1, ...)).
+        """
+        self._check_fitted()
+        if self._n_x == 0:
+            if X is not None:
+                raise ValueError("the estimator was fitted with X=None; call with X=None")
+            tau = self._tau_fit_mean.reshape(1, -1)
+        elif self.model_final_ is not None:
+            x = self._check_block("X", X, self._n_x, self._x_columns)
+            tau = np.column_stack([m.predict(x) for m in self.model_final_])
+        else:
+            tau = self._tau_standardized_input(self._features(X, None))
+        if self._d_y:
+            tau = tau[:, None, :]
+        return tau
+
+    def individual_effect(self, X=None, W=None):
+        """Unit-level effects ``tau(x_i, w_i)`` from the heads, shape (m,) (binary T)."""
+        return self._tau_standardized_input(self._features(X, W))[:, 0]
+
+    def predict_outcomes(self, X=None, W=None):
+        """Predicted potential outcomes ``(mu0, mu1)`` at ``X`` (and ``W``), each shape (m,).
+
+        For binary outcomes these are probabilities. Averaged over the ensemble.
+        """
+        out = self._outputs(self._features(X, W)).mean(0)
+        return out[0], out[1]
+
+    def transform(self, X=None, W=None, *, member: int = 0):
+        """The learned representation ``Phi(x)``, shape (m, rep_dim), of one ensemble member."""
+        xw = self._features(X, W)
+        if not 0 <= member < self._net.n_models:
+            raise ValueError(f"member must be in [0, {self._net.n_models}); got {member}")
+        _, phi = predict(self._net, torch.as_tensor(xw, dtype=torch.float32), representation=True)
+        return phi[member].double().cpu().numpy()
+
+    def representation_at_init(self, X=None, W=None, *, member: int = 0):
+        """``Phi(x)`` of the same network before training (same seed), shape (m, rep_dim)."""
+        from .core import CFRNet
+        from .core.training import _derive_seeds
+
+        xw = self._features(X, W)
+        init_seed = _derive_seeds([self.seeds_[member]])[0]
+        c = self.config_
+        net = CFRNet(xw.shape[1], init_seed, n_arms=self._n_arms, n_rep_layers=c.n_rep_layers,
+                     rep_dim=c.rep_dim, n_head_layers=c.n_head_layers, head_dim=c.head_dim,
+                     normalization=c.normalization, weight_init=c.weight_init)
+        _, phi = predict(net, torch.as_tensor(xw, dtype=torch.float32), representation=True)
+        return phi[0].double().numpy()
+
+
+_TARNET_SIGNATURE = inspect.signature(CFR.__init__).replace(
+    parameters=[p for name, p in inspect.signature(CFR.__init__).parameters.items()
+                if name != "alpha"]
+)
+
+
+class TARNet(CFR):
+    """TARNet: CFR without the imbalance penalty (``alpha = 0``), same API.
+
+    The validation history still records the imbalance (``ipm``) of the representation, which
+    is what the balance refuter reports. All parameters are those of :class:`CFR` except
+    ``alpha``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dowhy_cfr import TARNet
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 3)); T = rng.binomial(1, 0.5, size=300)
+    >>> Y = X[:, 0] + 2 * T + rng.normal(scale=0.1, size=300)
+    >>> TARNet(n_iter=200, random_state=0, verbose=0).fit(Y, T, X=X).ate(X) > 1
+    True
+    """
+
+    def __init__(self, **params):
+        if "alpha" in params:
+            raise TypeError("TARNet has no alpha (it is CFR with alpha=0); use CFR(alpha=...)")
+        defaults = {name: p.default for name, p in _TARNET_SIGNATURE.parameters.items()
+                    if name != "self"}
+        unknown = set(params) - set(defaults)
+        if unknown:
+            raise TypeError(f"TARNet got unexpected keyword argument(s) {sorted(unknown)}")
+        super().__init__(alpha=0.0, **{**defaults, **params})
+
+    __init__.__signature__ = _TARNET_SIGNATURE

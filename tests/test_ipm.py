@@ -1,0 +1,184 @@
+"""The IPMs against independent computations (numpy double sums, scipy's exact assignment)."""
+
+import numpy as np
+import pytest
+import torch
+from scipy.optimize import linear_sum_assignment
+
+from dowhy_cfr.core import imbalance, mmd2_lin, mmd2_rbf, wasserstein
+from dowhy_cfr.core.ipm import IPM_NAMES
+
+
+def _groups(seed=0, n_t=12, n_c=20, r=4, shift=0.7):
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(n_t, r)) + shift
+    b = rng.normal(size=(n_c, r))
+    phi = torch.tensor(np.vstack([a, b]))
+    t = torch.tensor([1] * n_t + [0] * n_c)
+    return a, b, phi, t
+
+
+def test_mmd2_lin_is_squared_distance_of_means():
+    a, b, phi, t = _groups()
+    expected = np.sum((a.mean(0) - b.mean(0)) ** 2)
+    assert float(mmd2_lin(phi, t)) == pytest.approx(expected, rel=1e-10)
+
+
+@pytest.mark.parametrize("sigma", [0.5, 1.0, 3.0])
+def test_mmd2_rbf_matches_direct_double_sum(sigma):
+    a, b, phi, t = _groups(seed=1)
+
+    def k(u, v):
+        return np.exp(-np.sum((u - v) ** 2) / sigma**2)
+
+    m, n = len(a), len(b)
+    ktt = sum(k(a[i], a[j]) for i in range(m) for j in range(m) if i != j) / (m * (m - 1))
+    kcc = sum(k(b[i], b[j]) for i in range(n) for j in range(n) if i != j) / (n * (n - 1))
+    ktc = sum(k(a[i], b[j]) for i in range(m) for j in range(n)) / (m * n)
+    expected = ktt + kcc - 2 * ktc
+    assert float(mmd2_rbf(phi, t, sigma=sigma)) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+def test_sinkhorn_approaches_exact_optimal_transport():
+    """Equal-size uniform samples: exact OT is an assignment problem (scipy)."""
+    rng = np.random.default_rng(2)
+    a = rng.normal(size=(25, 3)) + 0.5
+    b = rng.normal(size=(25, 3))
+    cost = np.sqrt(((a[:, None, :] - b[None, :, :]) ** 2).sum(-1))
+    rows, cols = linear_sum_assignment(cost)
+    exact = cost[rows, cols].mean()
+    phi = torch.tensor(np.vstack([a, b]))
+    t = torch.tensor([1] * 25 + [0] * 25)
+    errors = []
+    for lam in (1.0, 10.0, 100.0):
+        w = float(wasserstein(phi, t, lam=lam, n_iter=3000))
+        errors.append(abs(w - exact) / exact)
+    assert errors[0] > errors[1] > errors[2]
+    assert errors[2] < 0.01  # measured: ~0.2% at lam=100
+    # the entropic value is an upper bound when the plan is (nearly) feasible
+    assert float(wasserstein(phi, t, lam=10.0, n_iter=3000)) >= exact - 1e-9
+
+
+def test_wass2_uses_squared_cost():
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(10, 2)) + 1.0
+    b = rng.normal(size=(10, 2))
+    cost2 = ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1)
+    rows, cols = linear_sum_assignment(cost2)
+    exact = cost2[rows, cols].mean()
+    phi = torch.tensor(np.vstack([a, b]))
+    t = torch.tensor([1] * 10 + [0] * 10)
+    w2 = float(imbalance(phi, t, ipm="wass2", wass_lambda=200.0, wass_iterations=5000))
+    assert w2 == pytest.approx(exact, rel=0.01)
+
+
+def test_transport_plan_has_uniform_marginals():
+    _, _, phi, t = _groups(seed=4)
+    _, plan = wasserstein(phi, t, n_iter=200, return_plan=True)
+    treated = t.bool()
+    assert torch.allclose(plan.sum(), torch.tensor(1.0, dtype=plan.dtype), atol=1e-6)
+    # columns (control) are exact after the last v-update; rows converge
+    col = plan[treated][:, ~treated].sum(0)
+    assert torch.allclose(col, torch.full_like(col, 1 / 20), atol=1e-8)
+    row = plan[treated][:, ~treated].sum(1)
+    assert torch.allclose(row, torch.full_like(row, 1 / 12), atol=1e-4)
+    assert plan[~treated].abs().sum() == 0 and plan[:, treated].abs().sum() == 0
+
+
+@pytest.mark.parametrize("ipm", ["mmd2_lin", "wass", "wass2"])
+def test_identical_samples_have_no_imbalance(ipm):
+    rng = np.random.default_rng(5)
+    a = rng.normal(size=(15, 3))
+    phi = torch.tensor(np.vstack([a, a]))
+    t = torch.tensor([1] * 15 + [0] * 15)
+    scale = float(wasserstein(phi + torch.tensor([[0.0, 0, 0]] * 15 + [[2.0, 0, 0]] * 15), t))
+    value = float(imbalance(phi, t, ipm=ipm, wass_lambda=200.0, wass_iterations=2000))
+    assert abs(value) < 1e-3 * max(scale, 1.0)
+
+
+def test_rbf_mmd_identical_samples_vanishes_with_n():
+    # the unbiased estimator is not exactly 0 for identical samples; its bias is O(1/n)
+    def same_vs_shifted(n):
+        rng = np.random.default_rng(6)
+        a = rng.normal(size=(n, 2))
+        t = torch.tensor([1] * n + [0] * n)
+        same = abs(float(mmd2_rbf(torch.tensor(np.vstack([a, a])), t, sigma=1.0)))
+        diff = float(mmd2_rbf(torch.tensor(np.vstack([a + 1.0, a])), t, sigma=1.0))
+        return same, diff
+
+    same_100, diff_100 = same_vs_shifted(100)
+    same_400, diff_400 = same_vs_shifted(400)
+    assert same_400 < same_100 / 3
+    assert same_400 < 0.05 * diff_400  # measured ratio 0.031
+
+
+@pytest.mark.parametrize("ipm", IPM_NAMES)
+def test_finite_gradients_with_duplicates_and_single_unit_groups(ipm):
+    base = torch.randn(6, 4, dtype=torch.float64)
+    phi = torch.cat([base[:1], base[:1], base, base[:2]]).requires_grad_(True)  # duplicates
+    t = torch.zeros(phi.shape[0], dtype=torch.long)
+    t[0] = 1  # one treated unit, which also has an exact duplicate among the controls
+    value = imbalance(phi, t, ipm=ipm)
+    value.backward()
+    assert torch.isfinite(value)
+    assert torch.isfinite(phi.grad).all()
+
+
+@pytest.mark.parametrize("ipm", IPM_NAMES)
+def test_stacked_groups_equal_per_model_values(ipm):
+    """Ragged group sizes across the K axis are handled by masks."""
+    g = torch.Generator().manual_seed(7)
+    phi = torch.randn(3, 30, 5, generator=g, dtype=torch.float64)
+    share = torch.tensor([[0.2], [0.5], [0.85]], dtype=torch.float64)
+    t = (torch.rand(3, 30, generator=g, dtype=torch.float64) < share).long()
+    stacked = imbalance(phi, t, ipm=ipm, rbf_sigma=1.0)
+    single = torch.stack([imbalance(phi[k], t[k], ipm=ipm, rbf_sigma=1.0) for k in range(3)])
+    assert torch.allclose(stacked, single, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("ipm", IPM_NAMES)
+def test_valid_mask_excludes_rows(ipm):
+    g = torch.Generator().manual_seed(8)
+    phi = torch.randn(40, 3, generator=g, dtype=torch.float64)
+    t = torch.tensor([1, 0] * 20)
+    valid = torch.arange(40) < 25
+    masked = imbalance(phi, t, valid, ipm=ipm, rbf_sigma=1.0)
+    direct = imbalance(phi[:25], t[:25], ipm=ipm, rbf_sigma=1.0)
+    assert torch.allclose(masked, direct, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "lam, shift", [(1e-3, 0.0), (1e4, 0.0), (10.0, 1e4), (1e4, 1e4), (10.0, 0.0)]
+)
+def test_sinkhorn_stays_finite(lam, shift):
+    """Tiny and huge entropic scales, far-apart groups, duplicated points."""
+    g = torch.Generator().manual_seed(9)
+    a = torch.randn(10, 3, generator=g)
+    b = torch.cat([a[:5], a[:5]]) + shift  # duplicates, possibly far away
+    phi = torch.cat([a, b]).requires_grad_(True)
+    t = torch.tensor([1] * 10 + [0] * 10)
+    w = wasserstein(phi, t, lam=lam, n_iter=50)
+    w.backward()
+    assert torch.isfinite(w) and torch.isfinite(phi.grad).all()
+    if shift:
+        assert float(w.detach()) == pytest.approx(shift * np.sqrt(3), rel=0.01)
+
+
+def test_backprop_switch_changes_only_the_gradient():
+    _, _, phi, t = _groups(seed=10)
+    p1 = phi.clone().requires_grad_(True)
+    p2 = phi.clone().requires_grad_(True)
+    w1 = wasserstein(p1, t, backprop=True)
+    w2 = wasserstein(p2, t, backprop=False)
+    assert float(w1) == pytest.approx(float(w2), rel=1e-12)
+    w1.backward()
+    w2.backward()
+    assert not torch.allclose(p1.grad, p2.grad)
+
+
+def test_empty_group_is_an_error_and_unknown_name_too():
+    phi = torch.randn(5, 2)
+    with pytest.raises(ValueError, match="at least one treated and one control"):
+        mmd2_lin(phi, torch.zeros(5))
+    with pytest.raises(ValueError, match="unknown ipm 'mmd'"):
+        imbalance(phi, torch.tensor([0, 1, 0, 1, 0]), ipm="mmd")
