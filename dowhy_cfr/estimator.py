@@ -220,6 +220,13 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
     def _gen_allowed_missing_vars(self):
         return []
 
+    def _expand_treatments(self, X=None, *Ts, transform=True):
+        # EconML converts X to an array here; check DataFrame column names before they are lost
+        self._check_fitted()
+        if X is not None and self._n_x > 0:
+            self._check_block("X", X, self._n_x, self._x_columns)
+        return super()._expand_treatments(X, *Ts, transform=transform)
+
     def _strata(self, Y, T, *args, **kwargs):
         """Bootstrap replicas keep the treated/control counts (EconML calls this)."""
         return V.as_1d("T", T)

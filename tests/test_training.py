@@ -1,0 +1,155 @@
+"""The core's training: sample weights, factual heads, stacking, determinism, early stopping."""
+
+import numpy as np
+import pytest
+import torch
+
+from dowhy_cfr.core import CFRConfig, CFRNet, predict, sample_weights, train_cfr
+from dowhy_cfr.core.training import TrainingDivergedError, _BatchSampler, factual
+
+SMALL = dict(n_rep_layers=2, rep_dim=16, n_head_layers=1, head_dim=16, batch_size=32,
+             n_iter=60, eval_every=20)
+
+
+def _data(n=200, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 4, generator=g)
+    t = (torch.rand(n, generator=g) < torch.sigmoid(x[:, 0])).long()
+    y = x[:, 0] + t * (1 + x[:, 1]) + 0.1 * torch.randn(n, generator=g)
+    perm = torch.randperm(n, generator=g)
+    return x, t, y, perm[:140], perm[140:]
+
+
+def test_sample_weights_formula():
+    t = torch.tensor([[1, 0, 0, 0, 1, 0, 0, 0, 0, 0]])
+    u = 0.2
+    shares = torch.tensor([[1 - u, u]])
+    w = sample_weights(t, shares)
+    expected = t / (2 * u) + (1 - t) / (2 * (1 - u))  # Algorithm 1, line 2
+    assert torch.allclose(w, expected.float())
+    # cfrnet's historical precedence bug, 2*1-u instead of 2*(1-u), gives other control weights
+    buggy = t / (2 * u) + (1 - t) / (2 * 1 - u)
+    assert not torch.allclose(w, buggy.float())
+    # weights balance the arms: each arm carries half the total weight
+    assert float(w[t == 1].sum()) == pytest.approx(float(w[t == 0].sum()))
+
+
+def test_each_unit_updates_only_its_factual_head():
+    net = CFRNet(3, [0], n_rep_layers=1, rep_dim=8, n_head_layers=1, head_dim=8)
+    x = torch.randn(1, 10, 3)
+    t = torch.zeros(1, 10, dtype=torch.long)  # all control
+    _, out = net(x)
+    factual(out, t).pow(2).sum().backward()
+    for w in net.head_weights:
+        assert w.grad[:, 0].abs().sum() > 0  # h0 learns
+        assert torch.all(w.grad[:, 1] == 0)  # h1 untouched
+
+
+def test_batches_always_contain_both_arms():
+    arms = torch.zeros(2, 50, dtype=torch.long)
+    arms[0, 3] = 1  # a single treated unit in model 0
+    arms[1, :2] = 1
+    sampler = _BatchSampler(arms, 8, [1, 2], 2)
+    for _ in range(100):
+        pos = sampler.next()
+        got = arms.gather(1, pos)
+        assert bool((got == 1).any(1).all()) and bool((got == 0).any(1).all())
+        assert pos.shape == (2, 8)
+
+
+@pytest.mark.parametrize("ipm", ["wass", "mmd2_lin", "mmd2_rbf", "wass2"])
+def test_stacked_training_equals_separate_fits(ipm):
+    x, t, y, tr, va = _data()
+    cfg = CFRConfig(alpha=0.5, ipm=ipm, rbf_sigma=1.0, **SMALL)
+    seeds = [11, 22, 33]
+    k = len(seeds)
+    stacked = train_cfr(x, t, y, train_idx=tr.expand(k, -1), val_idx=va.expand(k, -1),
+                        config=cfg, seeds=seeds)
+    out_stacked = predict(stacked.net, x)
+    for i, s in enumerate(seeds):
+        single = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg, seeds=[s])
+        assert torch.allclose(predict(single.net, x)[0], out_stacked[i], atol=1e-4)
+        assert single.best_step[0] == stacked.best_step[i]
+        np.testing.assert_allclose(single.history["val_objective"][:, 0],
+                                   stacked.history["val_objective"][:, i], rtol=1e-4, atol=1e-6)
+
+
+def test_per_model_data_and_alpha_overrides():
+    x, t, y, tr, va = _data()
+    x2, t2, y2, _, _ = _data(seed=1)
+    cfg = CFRConfig(**SMALL)
+    res = train_cfr(torch.stack([x, x2]), torch.stack([t, t2]), torch.stack([y, y2]),
+                    train_idx=torch.stack([tr, tr]), val_idx=torch.stack([va, va]), config=cfg,
+                    seeds=[5, 5], alpha=[0.0, 1.0], per_model_data=True)
+    one = train_cfr(x2, t2, y2, train_idx=tr[None], val_idx=va[None],
+                    config=CFRConfig(alpha=1.0, **SMALL), seeds=[5])
+    h = res.history["val_objective"]
+    np.testing.assert_allclose(h[:, 1], one.history["val_objective"][:, 0], rtol=1e-4)
+    assert not np.allclose(h[:, 0], h[:, 1])
+
+
+def test_training_is_deterministic():
+    x, t, y, tr, va = _data()
+    cfg = CFRConfig(**SMALL)
+    a = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg, seeds=[3])
+    b = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg, seeds=[3])
+    assert torch.equal(predict(a.net, x), predict(b.net, x))
+    c = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg, seeds=[4])
+    assert not torch.equal(predict(a.net, x), predict(c.net, x))
+
+
+def test_early_stopping_keeps_best_checkpoint():
+    x, t, y, tr, va = _data()
+    cfg = CFRConfig(**{**SMALL, "n_iter": 2000, "eval_every": 10, "patience": 3,
+                       "learning_rate": 0.01})
+    res = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg, seeds=[0])
+    h = res.history
+    assert res.n_steps < 2000  # stopped early
+    assert res.stopped[0]
+    best = int(np.argmin(h["val_objective"][1:, 0])) + 1  # step 0 is never selected
+    assert h["step"][best] == res.best_step[0]
+    # stops exactly `patience` evaluations after the best one
+    assert h["step"][-1] == res.best_step[0] + 3 * 10
+    # the kept network reproduces the best validation objective
+    out = predict(res.net, x)[0]
+    pred = torch.where(t[va] == 1, out[1, va], out[0, va])
+    u = t[tr].float().mean()
+    w = torch.where(t[va] == 1, 1 / (2 * u), 1 / (2 * (1 - u)))
+    val_loss = float((w * (pred - y[va]) ** 2).mean())
+    assert val_loss == pytest.approx(h["val_loss"][best, 0], rel=1e-4)
+
+
+def test_history_records_initial_state_and_objective():
+    x, t, y, tr, va = _data()
+    cfg = CFRConfig(**SMALL)
+    res = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg, seeds=[0])
+    h = res.history
+    assert list(h["step"]) == [0, 20, 40, 60]
+    assert np.isnan(h["train_loss"][0, 0])
+    assert np.all(np.isfinite(h["train_loss"][1:]))
+    obj = h["val_loss"] + cfg.alpha * h["val_imbalance"]
+    assert np.all(h["val_objective"] >= obj - 1e-6)  # plus the weight penalty
+    assert h["learning_rate"][0] == pytest.approx(1e-3)
+
+
+def test_divergence_is_a_clear_error():
+    x, t, y, tr, va = _data()
+    y = y.clone()
+    y[0] = float("inf")  # core receives already-validated data; simulate blow-up
+    cfg = CFRConfig(**SMALL)
+    with pytest.raises(TrainingDivergedError, match="non-finite"):
+        train_cfr(x, t, y, train_idx=tr[None], val_idx=torch.cat([va, tr[:0]])[None],
+                  config=cfg, seeds=[0])
+
+
+def test_config_validation_names_the_parameter():
+    with pytest.raises(ValueError, match="alpha"):
+        CFRConfig(alpha=-1).validate()
+    with pytest.raises(ValueError, match="ipm"):
+        CFRConfig(ipm="mmd").validate()
+    with pytest.raises(ValueError, match="val_fraction"):
+        CFRConfig(val_fraction=1.0).validate()
+    with pytest.raises(TypeError, match="n_iter"):
+        CFRConfig(n_iter=10.5).validate()
+    with pytest.raises(ValueError, match="patience"):
+        CFRConfig(patience=0).validate()
