@@ -6,7 +6,11 @@ core (:mod:`dowhy_cfr.core`).
 """
 
 from .estimator import CFR, TARNet
+from .inference import CFRBootstrapInference
+# DoWhy integration: importing registers "backdoor.cfr"/"backdoor.tarnet"/"cfr"/"tarnet" and the
+# "representation_balance" refuter with DoWhy (see dowhy_cfr.dowhy_adapter, dowhy_cfr.refuters).
+from .dowhy_adapter import CFREstimator, TARNetEstimator
 
 __version__ = "0.1.0"
 
-__all__ = ["CFR", "TARNet", "__version__"]
+__all__ = ["CFR", "TARNet", "CFRBootstrapInference", "CFREstimator", "TARNetEstimator", "__version__"]

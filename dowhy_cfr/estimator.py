@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 import sys
 import warnings
@@ -227,6 +228,14 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
             self._check_block("X", X, self._n_x, self._x_columns)
         return super()._expand_treatments(X, *Ts, transform=transform)
 
+    def _get_inference_options(self):
+        # "bootstrap" trains all replicas in one stacked pass (see dowhy_cfr.inference)
+        from .inference import CFRBootstrapInference
+
+        options = dict(super()._get_inference_options())
+        options["bootstrap"] = CFRBootstrapInference
+        return options
+
     def _strata(self, Y, T, *args, **kwargs):
         """Bootstrap replicas keep the treated/control counts (EconML calls this)."""
         return V.as_1d("T", T)
@@ -259,29 +268,104 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         self
         """
         xw, arms, y = self._check_fit_inputs(Y, T, X, W)
-        n = xw.shape[0]
+        k = self._check_n_ensemble()
+        rng = check_random_state(self.random_state)
+        seeds = [int(s) for s in rng.randint(0, 2**31 - 1, size=k)]
+        self._train(xw, np.tile(arms, (k, 1)), np.tile(y, (k, 1)), seeds)
+        self._finish(xw)
+        return self
+
+    def fit_stacked(self, Y, T, *, X, W=None, units=None):
+        """Fit one independent copy of this estimator per outcome vector, in one stacked pass.
+
+        For benchmarks and simulations with several datasets of equal size that share their
+        covariates (e.g. IHDP realizations): ``Y[k]`` (and ``T[k]`` if ``T`` is 2-D) is dataset
+        ``k``. The ``K`` networks train together -- much faster than ``K`` separate fits -- and
+        each returned estimator is exactly what ``clone(self).fit(Y[k], T[k], X=X, W=W)`` would
+        give with member seed ``k`` (up to float rounding).
+
+        Parameters
+        ----------
+        Y : array_like, shape (K, n), or a list of K vectors of length n
+        T : array_like, shape (n,) shared by all datasets, or (K, n)
+        X, W : covariates shared by all datasets, as in :meth:`fit`.
+        units : array_like of int, shape (K, m), optional
+            Dataset k consists of the rows ``units[k]`` of ``X``/``W``/``Y[k]``/``T[k]`` (e.g.
+            each realization's own training units). Default: all rows.
+
+        Returns
+        -------
+        list of K fitted estimators (``n_ensemble`` must be 1).
+        """
+        if self._check_n_ensemble() != 1:
+            raise ValueError("fit_stacked needs n_ensemble=1 (each dataset gets one network)")
+        ys = [np.asarray(v) for v in Y] if isinstance(Y, (list, tuple)) else np.asarray(Y)
+        if np.ndim(ys) != 2:
+            raise ValueError(f"Y must have shape (K, n) for fit_stacked; got {np.shape(ys)}")
+        k = len(ys)
+        t_arr = np.asarray(T)
+        ts = [t_arr] * k if t_arr.ndim == 1 else list(t_arr)
+        if len(ts) != k:
+            raise ValueError(f"T has {len(ts)} rows but Y has {k}; give one T per dataset or "
+                             f"a single shared T")
+        template = clone(self)
+        template._prefit(ys[0], ts[0], X=X, W=W)
+        xw, arms0, y0 = template._check_fit_inputs(ys[0], ts[0], X, W)
+        arms = [arms0]
+        y_all = [y0]
+        for j in range(1, k):
+            _, a_j, y_j = template._check_fit_inputs(ys[j], ts[j], X, W)
+            arms.append(a_j)
+            y_all.append(y_j)
+        rows = None
+        if units is not None:
+            rows = np.asarray(units)
+            if rows.ndim != 2 or rows.shape[0] != k or not np.issubdtype(rows.dtype, np.integer):
+                raise ValueError(f"units must be an integer array of shape (K={k}, m); got "
+                                 f"shape {rows.shape} and dtype {rows.dtype}")
+            if rows.min() < 0 or rows.max() >= xw.shape[0]:
+                raise ValueError(f"units must index rows 0..{xw.shape[0] - 1} of X")
+        rng = check_random_state(self.random_state)
+        seeds = [int(s) for s in rng.randint(0, 2**31 - 1, size=k)]
+        template._train(xw, np.stack(arms), np.stack(y_all), seeds, rows=rows)
+        template._postfit(ys[0], ts[0], X=X, W=W)
+        template._inference = None
+        members = []
+        for j in range(k):
+            est = template._member(j)
+            est._finish(xw if rows is None else xw[rows[j]])
+            members.append(est)
+        return members
+
+    def _check_n_ensemble(self) -> int:
+        k = self.n_ensemble
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"n_ensemble={k!r} is invalid: it must be a positive integer")
+        return int(k)
+
+    def _train(self, xw, arms, y, seeds, rows=None):
+        """Train ``K = len(seeds)`` networks: member k on outcomes ``y[k]`` / arms ``arms[k]``
+        (shape (K, n)) of the units ``rows[k]`` (default: all), sharing the covariates ``xw``."""
         loss = self._resolve_loss(y)
         config = self._config(loss)
-        if not isinstance(self.n_ensemble, (int, np.integer)) or isinstance(self.n_ensemble, bool) \
-                or self.n_ensemble < 1:
-            raise ValueError(f"n_ensemble={self.n_ensemble!r} is invalid: a positive integer")
-
-        # fitted preprocessing: standardise every covariate, and Y for the squared loss
+        # fitted preprocessing: standardise every covariate, and Y (per member) for the squared loss
         self._x_mean = xw.mean(0)
         scale = xw.std(0)
         self._x_scale = np.where(scale > 0, scale, 1.0)
+        k = len(seeds)
+        if rows is None:
+            rows = np.tile(np.arange(xw.shape[0]), (k, 1))
         if loss == "mse":
-            self._y_mean = float(y.mean())
-            ys = float(y.std())
-            self._y_scale = ys if ys > 0 else 1.0
+            y_used = np.take_along_axis(y, rows, axis=1)  # each member's own units
+            self._y_mean = y_used.mean(1)
+            ys = y_used.std(1)
+            self._y_scale = np.where(ys > 0, ys, 1.0)
         else:
-            self._y_mean, self._y_scale = 0.0, 1.0
+            self._y_mean, self._y_scale = np.zeros(k), np.ones(k)
         self.config_ = config
         self.loss_ = loss
 
-        rng = check_random_state(self.random_state)
-        seeds = [int(s) for s in rng.randint(0, 2**31 - 1, size=self.n_ensemble)]
-        train_idx, val_idx = self._split(arms, seeds, config)
+        train_idx, val_idx = self._split(arms, rows, seeds, config)
         n_train = train_idx.shape[1]
         if config.batch_size > n_train:
             warnings.warn(
@@ -292,15 +376,18 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
             )
             config.batch_size = n_train
         self._device = _resolve_device(self.device)
+        x_t = torch.as_tensor(self._standardize(xw), dtype=torch.float32)
+        y_std = (y - self._y_mean[:, None]) / self._y_scale[:, None]
         result = train_cfr(
-            torch.as_tensor(self._standardize(xw), dtype=torch.float32),
+            x_t.unsqueeze(0).expand(k, -1, -1),
             torch.as_tensor(arms, dtype=torch.long),
-            torch.as_tensor((y - self._y_mean) / self._y_scale, dtype=torch.float32),
+            torch.as_tensor(y_std, dtype=torch.float32),
             train_idx=torch.as_tensor(train_idx),
             val_idx=torch.as_tensor(val_idx),
             config=config,
             seeds=seeds,
             n_arms=self._n_arms,
+            per_model_data=True,
             device=self._device,
             progress=self._show_progress(),
         )
@@ -309,9 +396,62 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         self.best_iteration_ = result.best_step.copy()
         self.n_iter_ = int(result.n_steps)
         self.history_ = self._history_frame(result.history)
-        self.seeds_ = seeds
+        self.seeds_ = list(seeds)
+        return result
 
-        # unit-level effects on the fitted units: the final stage (with W) and X=None use them
+    def _bootstrap_replicas(self, Y, T, *, X=None, W=None, n_replicas, random_state=None):
+        """``n_replicas`` fitted copies of this estimator, each trained on a resample of the
+        units drawn with replacement within each treatment arm -- all in one stacked pass.
+
+        With ``n_ensemble = E`` every replica is itself an ensemble of E networks (K = B * E).
+        """
+        template = clone(self)
+        template._prefit(Y, T, X=X, W=W)
+        xw, arms, y = template._check_fit_inputs(Y, T, X, W)
+        base = self.random_state if random_state is None else random_state
+        if isinstance(base, (int, np.integer)) and not isinstance(base, bool):
+            rng = np.random.default_rng([int(base), 0xB0075])  # not the estimator's own stream
+        else:
+            rng = np.random.default_rng(check_random_state(base).randint(0, 2**31 - 1))
+        e = template._check_n_ensemble()
+        n = len(arms)
+        by_arm = [np.flatnonzero(arms == a) for a in range(template._n_arms)]
+        rows = np.empty((n_replicas, n), dtype=np.int64)
+        for b in range(n_replicas):
+            rows[b] = np.sort(np.concatenate([rng.choice(ix, size=len(ix)) for ix in by_arm]))
+        seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=n_replicas * e)]
+        k = n_replicas * e
+        template._train(xw, np.tile(arms, (k, 1)), np.tile(y, (k, 1)), seeds,
+                        rows=np.repeat(rows, e, axis=0))
+        template._postfit(Y, T, X=X, W=W)
+        template._inference = None
+        replicas = []
+        for b in range(n_replicas):
+            rep = template._member(list(range(b * e, (b + 1) * e)))
+            rep._finish(xw[rows[b]])
+            replicas.append(rep)
+        return replicas
+
+    def _member(self, members) -> "CFR":
+        """A fitted estimator holding only the given member(s) of a stacked fit."""
+        members = [members] if np.isscalar(members) else list(members)
+        est = clone(self)
+        skip = {"_net", "training_result_", "history_"}
+        for key, value in self.__dict__.items():
+            if key not in est.get_params() and key not in skip:
+                est.__dict__[key] = copy.deepcopy(value)
+        est._net = self._net.select(members)
+        est._y_mean = self._y_mean[members].copy()
+        est._y_scale = self._y_scale[members].copy()
+        est.best_iteration_ = self.best_iteration_[members].copy()
+        est.seeds_ = [self.seeds_[j] for j in members]
+        h = self.history_[self.history_["member"].isin(members)].copy()
+        h["member"] = h["member"].map({j: i for i, j in enumerate(members)})
+        est.history_ = h.reset_index(drop=True)
+        return est
+
+    def _finish(self, xw):
+        """Unit-level effects on the fitted units: the final stage (with W) and X=None use them."""
         tau_units = self._tau_standardized_input(self._standardize(xw))
         self._tau_fit_mean = tau_units.mean(0)
         self.model_final_ = None
@@ -320,12 +460,10 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
             if model is None:
                 from sklearn.ensemble import HistGradientBoostingRegressor
 
-                model = HistGradientBoostingRegressor(random_state=seeds[0])
+                model = HistGradientBoostingRegressor(random_state=self.seeds_[0] % (2**32 - 1))
             x_only = xw[:, : self._n_x]
             self.model_final_ = [clone(model).fit(x_only, tau_units[:, j])
                                  for j in range(tau_units.shape[1])]
-        self._n_fit = n
-        return self
 
     def _check_fit_inputs(self, Y, T, X, W):
         if X is None and W is None:
@@ -383,24 +521,25 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
             raise ValueError(f"loss={self.loss!r} is invalid: choose 'auto', 'mse' or 'logloss'")
         return self.loss
 
-    def _split(self, arms: np.ndarray, seeds, config: CFRConfig):
-        """Stratified training/validation split per ensemble member."""
-        counts = np.bincount(arms, minlength=2)
-        n_val_min = np.ceil(counts * config.val_fraction)
-        too_small = (counts < 2) | (n_val_min < 1) | (counts - n_val_min < 1)
-        if too_small.any():
-            label = self.transformer.categories_[0][int(np.argmax(too_small))]
-            raise ValueError(
-                f"treatment arm {label!r} has only {counts[too_small].min()} unit(s); at least 2 "
-                f"are needed to split it into training and validation (val_fraction="
-                f"{config.val_fraction})"
-            )
+    def _split(self, arms: np.ndarray, rows: np.ndarray, seeds, config: CFRConfig):
+        """Stratified training/validation split of each member's units ``rows[k]``."""
         tr, va = [], []
-        for s in seeds:
-            a, b = train_test_split(np.arange(len(arms)), test_size=config.val_fraction,
-                                    stratify=arms, random_state=s % (2**32 - 1))
-            tr.append(a)
-            va.append(b)
+        for k, s in enumerate(seeds):
+            arms_k = arms[k][rows[k]]
+            counts = np.bincount(arms_k, minlength=self._n_arms)
+            n_val_min = np.ceil(counts * config.val_fraction)
+            too_small = (counts < 2) | (n_val_min < 1) | (counts - n_val_min < 1)
+            if too_small.any():
+                label = self.transformer.categories_[0][int(np.argmax(too_small))]
+                raise ValueError(
+                    f"treatment arm {label!r} has only {counts[too_small].min()} unit(s); at "
+                    f"least 2 are needed to split it into training and validation (val_fraction="
+                    f"{config.val_fraction})"
+                )
+            a, b = train_test_split(np.arange(len(arms_k)), test_size=config.val_fraction,
+                                    stratify=arms_k, random_state=s % (2**32 - 1))
+            tr.append(rows[k][a])
+            va.append(rows[k][b])
         return np.stack(tr), np.stack(va)
 
     def _show_progress(self) -> bool:
@@ -466,7 +605,7 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         out = out.double().cpu().numpy()
         if self.loss_ == "logloss":
             return 1.0 / (1.0 + np.exp(-out))
-        return out * self._y_scale + self._y_mean
+        return out * self._y_scale[:, None, None] + self._y_mean[:, None, None]
 
     def _tau_standardized_input(self, xw_std: np.ndarray) -> np.ndarray:
         """Ensemble-mean effect of each non-control arm vs control: (n, n_arms - 1)."""

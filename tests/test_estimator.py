@@ -189,3 +189,22 @@ def test_representation_at_init_differs_from_trained(fitted):
     init = est.representation_at_init(X[:10])
     assert init.shape == (10, TINY["rep_dim"])
     assert not np.allclose(init, est.transform(X[:10]))
+
+
+def test_fit_stacked_equals_separate_fits():
+    X, T, Y, _ = make_confounded(n=200)
+    rng = np.random.default_rng(1)
+    Ys = np.stack([Y, 3 * Y + 10, Y + rng.normal(size=len(Y))])  # different scales per dataset
+    members = CFR(**TINY).fit_stacked(Ys, T, X=X)
+    assert len(members) == 3
+    # member 0 uses the first seed drawn from random_state, like a plain fit
+    single = CFR(**TINY).fit(Ys[0], T, X=X)
+    np.testing.assert_allclose(members[0].effect(X), single.effect(X), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(members[0].history_["val_loss"], single.history_["val_loss"],
+                               rtol=1e-4)
+    # each member keeps its own outcome scale: dataset 1 is an affine copy of dataset 0
+    assert members[1]._y_scale[0] == pytest.approx(3 * members[0]._y_scale[0])
+    assert abs(members[1].ate(X)) > 2 * abs(members[0].ate(X))
+    for m in members:
+        assert m.history_["member"].eq(0).all() and len(m.best_iteration_) == 1
+        assert m.effect(X[:3]).shape == (3,)

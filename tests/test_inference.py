@@ -1,0 +1,91 @@
+"""Stacked bootstrap inference: EconML's inference results from one stacked training."""
+
+import numpy as np
+import pytest
+from econml.inference import BootstrapInference
+
+from dowhy_cfr import CFR, CFRBootstrapInference, TARNet
+from conftest import TINY, make_confounded
+
+FAST = {**TINY, "n_iter": 40}
+
+
+@pytest.fixture(scope="module")
+def boot():
+    X, T, Y, tau = make_confounded(n=200)
+    est = CFR(**FAST).fit(Y, T, X=X, inference=CFRBootstrapInference(8, random_state=1))
+    return est, X, T, Y
+
+
+def test_string_bootstrap_uses_stacked_inference():
+    X, T, Y, _ = make_confounded(n=150)
+    est = TARNet(**FAST).fit(Y, T, X=X, inference="bootstrap")
+    assert isinstance(est._inference, CFRBootstrapInference)
+    assert len(est._inference._est._instances) == 100  # EconML's default count
+
+
+def test_intervals_and_inference_results(boot):
+    est, X, _, _ = boot
+    point = est.effect(X[:6])
+    for kind in ("effect_interval", "const_marginal_effect_interval"):
+        lo, hi = getattr(est, kind)(X[:6], alpha=0.1)
+        assert np.all(lo <= hi)
+    lo, hi = est.effect_interval(X[:6], alpha=0.1)
+    assert lo.shape == (6,)
+    res = est.effect_inference(X[:6])
+    frame = res.summary_frame(alpha=0.1, decimals=12)
+    assert len(frame) == 6 and {"point_estimate", "ci_lower", "ci_upper"} <= set(frame.columns)
+    np.testing.assert_allclose(frame["point_estimate"].to_numpy(), point, rtol=1e-6)
+    lo, hi = est.ate_interval(X, alpha=0.1)
+    assert lo <= est.ate(X) <= hi or lo <= hi
+    assert est.ate_inference(X).mean_point == pytest.approx(est.ate(X), rel=1e-6)
+
+
+def test_replicas_are_resamples_stratified_by_arm(boot):
+    est, X, T, _ = boot
+    reps = est._inference._est._instances
+    assert len(reps) == 8
+    effects = np.stack([r.effect(X[:5]) for r in reps])
+    assert np.all(np.std(effects, axis=0) > 0)  # replicas differ
+    # the pivot interval is 2*estimate - percentiles of the replicas (EconML's formula)
+    lo, hi = est.effect_interval(X[:5], alpha=0.2)
+    np.testing.assert_allclose(hi, 2 * est.effect(X[:5]) - np.percentile(effects, 10, axis=0))
+    np.testing.assert_allclose(lo, 2 * est.effect(X[:5]) - np.percentile(effects, 90, axis=0))
+
+
+@pytest.mark.parametrize("kind", ["percentile", "normal", "pivot"])
+def test_bootstrap_types(kind):
+    X, T, Y, _ = make_confounded(n=150)
+    est = CFR(**FAST).fit(Y, T, X=X, inference=CFRBootstrapInference(5, bootstrap_type=kind,
+                                                                    random_state=0))
+    lo, hi = est.effect_interval(X[:4], alpha=0.1)
+    reps = np.stack([r.effect(X[:4]) for r in est._inference._est._instances])
+    if kind == "percentile":
+        np.testing.assert_allclose(lo, np.percentile(reps, 5, axis=0))
+    elif kind == "normal":
+        np.testing.assert_allclose(hi - lo, 2 * 1.6448536269514722 * reps.std(0), rtol=1e-6)
+    assert np.all(lo <= hi)
+
+
+def test_seeded_bootstrap_is_reproducible():
+    X, T, Y, _ = make_confounded(n=150)
+    a = CFR(**FAST).fit(Y, T, X=X, inference=CFRBootstrapInference(4))
+    b = CFR(**FAST).fit(Y, T, X=X, inference=CFRBootstrapInference(4))
+    np.testing.assert_array_equal(a.effect_interval(X[:5])[0], b.effect_interval(X[:5])[0])
+
+
+def test_ensemble_replicas_and_generic_bootstrap_still_work():
+    X, T, Y, _ = make_confounded(n=150)
+    est = CFR(n_ensemble=2, **FAST).fit(Y, T, X=X, inference=CFRBootstrapInference(3))
+    assert all(r._net.n_models == 2 for r in est._inference._est._instances)
+    generic = CFR(**FAST).fit(Y, T, X=X,
+                              inference=BootstrapInference(n_bootstrap_samples=3, n_jobs=1))
+    lo, hi = generic.effect_interval(X[:3])
+    assert np.all(lo <= hi)
+
+
+def test_invalid_arguments():
+    with pytest.raises(ValueError, match="n_bootstrap_samples"):
+        CFRBootstrapInference(1)
+    with pytest.raises(ValueError, match="bootstrap_type"):
+        CFRBootstrapInference(10, bootstrap_type="studentized")
