@@ -106,6 +106,8 @@ def as_1d(name: str, a) -> np.ndarray:
             arr = a.to_numpy(dtype=object, copy=True)
     else:
         arr = np.array(a, copy=True)
+        if arr.dtype.kind in "US":  # text labels: object dtype, as pandas and sklearn use
+            arr = arr.astype(object)
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
     if arr.ndim != 1:

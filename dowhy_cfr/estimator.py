@@ -226,6 +226,15 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         self._check_fitted()
         if X is not None and self._n_x > 0:
             self._check_block("X", X, self._n_x, self._x_columns)
+        cats = list(self.transformer.categories_[0])
+        for T in Ts:
+            values = pd.unique(pd.Series(np.asarray(T, dtype=object).ravel()))
+            unknown = [v for v in values if v not in cats]
+            if unknown:
+                raise ValueError(
+                    f"treatment value(s) {unknown} are not among the fitted treatment categories "
+                    f"{cats}; call e.g. effect(X, T0={cats[0]!r}, T1={cats[1]!r})"
+                )
         return super()._expand_treatments(X, *Ts, transform=transform)
 
     def _get_inference_options(self):
@@ -461,8 +470,9 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
                 from sklearn.ensemble import HistGradientBoostingRegressor
 
                 model = HistGradientBoostingRegressor(random_state=self.seeds_[0] % (2**32 - 1))
-            x_only = xw[:, : self._n_x]
-            self.model_final_ = [clone(model).fit(x_only, tau_units[:, j])
+            self._final_x = xw[:, : self._n_x]
+            self._final_tau = tau_units
+            self.model_final_ = [clone(model).fit(self._final_x, tau_units[:, j])
                                  for j in range(tau_units.shape[1])]
 
     def _check_fit_inputs(self, Y, T, X, W):
@@ -653,6 +663,23 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
             raise ValueError(f"member must be in [0, {self._net.n_models}); got {member}")
         _, phi = predict(self._net, torch.as_tensor(xw, dtype=torch.float32), representation=True)
         return phi[member].double().cpu().numpy()
+
+    def save(self, path):
+        """Save the fitted estimator to one file: JSON configuration + numeric arrays, no pickle.
+
+        ``CFR.load(path)`` restores an estimator that predicts bit-identically. See
+        :mod:`dowhy_cfr._io` for the format. Returns the path.
+        """
+        from . import _io
+
+        return _io.save(self, path)
+
+    @classmethod
+    def load(cls, path):
+        """Load an estimator written by :meth:`save` (CPU; move with ``device`` on refit)."""
+        from . import _io
+
+        return _io.load(cls, path)
 
     def representation_at_init(self, X=None, W=None, *, member: int = 0):
         """``Phi(x)`` of the same network before training (same seed), shape (m, rep_dim)."""
