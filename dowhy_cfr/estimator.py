@@ -35,6 +35,11 @@ def _resolve_device(device) -> torch.device:
     return dev
 
 
+def _plain(v):
+    """numpy scalar -> Python scalar, for readable messages."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
 def _interactive() -> bool:
     if "ipykernel" in sys.modules:
         return True
@@ -232,8 +237,9 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
             unknown = [v for v in values if v not in cats]
             if unknown:
                 raise ValueError(
-                    f"treatment value(s) {unknown} are not among the fitted treatment categories "
-                    f"{cats}; call e.g. effect(X, T0={cats[0]!r}, T1={cats[1]!r})"
+                    f"treatment value(s) {[_plain(u) for u in unknown]} are not among the fitted "
+                    f"treatment categories {[_plain(c) for c in cats]}; call e.g. "
+                    f"effect(X, T0={_plain(cats[0])!r}, T1={_plain(cats[1])!r})"
                 )
         return super()._expand_treatments(X, *Ts, transform=transform)
 
@@ -503,7 +509,7 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
             categories = [categories]
         uniq = pd.unique(pd.Series(t_raw, dtype=object)) if t_raw.dtype == object else np.unique(t_raw)
         if len(uniq) < 2:
-            raise ValueError(f"T has a single value ({uniq[0]!r}); CFR needs treated and control "
+            raise ValueError(f"T has a single value ({_plain(uniq[0])!r}); CFR needs treated and control "
                              f"units")
         if len(uniq) > 2 and categories == "auto":
             raise ValueError(
@@ -540,7 +546,7 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
             n_val_min = np.ceil(counts * config.val_fraction)
             too_small = (counts < 2) | (n_val_min < 1) | (counts - n_val_min < 1)
             if too_small.any():
-                label = self.transformer.categories_[0][int(np.argmax(too_small))]
+                label = _plain(self.transformer.categories_[0][int(np.argmax(too_small))])
                 raise ValueError(
                     f"treatment arm {label!r} has only {counts[too_small].min()} unit(s); at "
                     f"least 2 are needed to split it into training and validation (val_fraction="

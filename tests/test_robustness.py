@@ -1,0 +1,212 @@
+"""Bad input gets a clear ValueError/TypeError naming the argument; odd-but-valid input works;
+the caller's data is never modified; training never returns silent garbage."""
+
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dowhy_cfr import CFR, TARNet
+from conftest import TINY, make_confounded
+
+X0, T0, Y0, _ = make_confounded(n=120, seed=3)
+FAST = {**TINY, "n_iter": 20, "eval_every": 10}
+
+
+def _nan_at(a, i=0):
+    a = np.array(a, dtype=float, copy=True)
+    a.flat[i] = np.nan
+    return a
+
+
+def _inf_at(a, i=0):
+    a = np.array(a, dtype=float, copy=True)
+    a.flat[i] = np.inf
+    return a
+
+
+BAD_FIT_INPUTS = [
+    # (id, kwargs for fit, estimator params, exception, message regex)
+    ("Y shorter", dict(Y=Y0[:-1], T=T0, X=X0), {}, ValueError, r"different numbers of rows.*Y: 119"),
+    ("W longer", dict(Y=Y0, T=T0, X=X0, W=np.ones((121, 2))), {}, ValueError, r"W: 121"),
+    ("NaN in Y", dict(Y=_nan_at(Y0), T=T0, X=X0), {}, ValueError, r"Y contains NaN"),
+    ("inf in X", dict(Y=Y0, T=T0, X=_inf_at(X0)), {}, ValueError, r"X contains infinite"),
+    ("NaN in W", dict(Y=Y0, T=T0, X=X0, W=_nan_at(np.ones((120, 2)))), {}, ValueError,
+     r"W contains NaN"),
+    ("NaN in T", dict(Y=Y0, T=_nan_at(T0), X=X0), {}, ValueError, r"T contains NaN"),
+    ("multi-valued T", dict(Y=Y0, T=np.arange(120) % 3, X=X0), {}, ValueError,
+     r"T has 3 distinct values; only binary"),
+    ("single arm", dict(Y=Y0, T=np.ones(120), X=X0), {}, ValueError, r"T has a single value"),
+    ("tiny arm", dict(Y=Y0, T=np.r_[1, np.zeros(119)], X=X0), {}, ValueError,
+     r"arm 1\.0 has only 1 unit"),
+    ("text covariate", dict(Y=Y0, T=T0, X=pd.DataFrame({"a": X0[:, 0], "city": ["x"] * 120})),
+     {}, TypeError, r"X has non-numeric column\(s\) \['city'\].*get_dummies"),
+    ("2-D Y", dict(Y=np.c_[Y0, Y0], T=T0, X=X0), {}, ValueError, r"Y must be"),
+    ("empty", dict(Y=Y0[:0], T=T0[:0], X=X0[:0]), {}, ValueError, r"is empty"),
+    ("3-D X", dict(Y=Y0, T=T0, X=X0[:, :, None]), {}, ValueError, r"X must be 2-D"),
+    ("negative alpha", dict(Y=Y0, T=T0, X=X0), {"alpha": -0.1}, ValueError, r"alpha=-0.1"),
+    ("unknown ipm", dict(Y=Y0, T=T0, X=X0), {"ipm": "mmd"}, ValueError, r"ipm='mmd'.*wass"),
+    ("val_fraction 0", dict(Y=Y0, T=T0, X=X0), {"val_fraction": 0.0}, ValueError,
+     r"val_fraction=0.0"),
+    ("val_fraction 1", dict(Y=Y0, T=T0, X=X0), {"val_fraction": 1}, ValueError,
+     r"val_fraction=1"),
+    ("float n_iter", dict(Y=Y0, T=T0, X=X0), {"n_iter": 10.5}, TypeError, r"n_iter must be an int"),
+    ("logloss continuous", dict(Y=Y0, T=T0, X=X0), {"loss": "logloss"}, ValueError,
+     r"loss='logloss' needs a binary outcome"),
+    ("unknown loss", dict(Y=Y0, T=T0, X=X0), {"loss": "huber"}, ValueError, r"loss='huber'"),
+    ("bad device", dict(Y=Y0, T=T0, X=X0), {"device": "tpu"}, (ValueError, RuntimeError),
+     r"tpu|device"),
+    ("n_ensemble 0", dict(Y=Y0, T=T0, X=X0), {"n_ensemble": 0}, ValueError, r"n_ensemble=0"),
+    ("no covariates", dict(Y=Y0, T=T0, X=None), {}, ValueError, r"X is required"),
+    ("text Y", dict(Y=np.array(["a"] * 120, dtype=object), T=T0, X=X0), {}, TypeError,
+     r"Y must be numeric"),
+]
+
+
+@pytest.mark.parametrize("case", BAD_FIT_INPUTS, ids=[c[0] for c in BAD_FIT_INPUTS])
+def test_bad_fit_inputs_raise_clear_errors(case):
+    _, kwargs, params, exc, msg = case
+    kwargs = dict(kwargs)
+    Y, T = kwargs.pop("Y"), kwargs.pop("T")
+    with pytest.raises(exc, match=msg):
+        CFR(**{**FAST, **params}).fit(Y, T, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def fitted_df():
+    X = pd.DataFrame(X0, columns=[f"x{i}" for i in range(5)])
+    return CFR(**FAST).fit(Y0, T0, X=X), X
+
+
+BAD_PREDICT = [
+    ("fewer columns", lambda X: X.iloc[:, :4], r"has 4 columns but the estimator was fitted with 5"),
+    ("reordered", lambda X: X[list(reversed(X.columns))], r"columns .* differ from those seen"),
+    ("renamed", lambda X: X.rename(columns={"x0": "age"}), r"differ from those seen at fit"),
+    ("NaN", lambda X: X.assign(x0=np.nan), r"X contains missing values"),
+    ("text", lambda X: X.assign(x0="a"), r"non-numeric column"),
+]
+
+
+@pytest.mark.parametrize("case", BAD_PREDICT, ids=[c[0] for c in BAD_PREDICT])
+@pytest.mark.parametrize("method", ["effect", "const_marginal_effect", "transform",
+                                    "predict_outcomes", "individual_effect"])
+def test_bad_prediction_inputs(fitted_df, case, method):
+    est, X = fitted_df
+    _, change, msg = case
+    with pytest.raises((ValueError, TypeError), match=msg):
+        getattr(est, method)(change(X))
+
+
+@pytest.mark.parametrize("method", ["effect", "const_marginal_effect", "transform",
+                                    "predict_outcomes", "ate", "individual_effect"])
+def test_prediction_before_fit_is_an_error(method):
+    with pytest.raises(ValueError, match="not fitted yet"):
+        getattr(CFR(), method)(X0)
+
+
+def test_batch_size_larger_than_data_is_clamped_with_warning():
+    with pytest.warns(UserWarning, match="batch_size=500 is larger than the training split"):
+        est = CFR(**{**FAST, "batch_size": 500}).fit(Y0, T0, X=X0)
+    assert est.config_.batch_size < 120 and est.batch_size == 500  # param kept unchanged
+
+
+def _inputs_variants():
+    n = 120
+    X = pd.DataFrame(X0, columns=list("abcde"))
+    return {
+        "numpy float32": (Y0.astype(np.float32), T0.astype(np.int8), X0.astype(np.float32)),
+        "lists": (Y0.tolist(), T0.tolist(), X0.tolist()),
+        "column vectors": (Y0.reshape(-1, 1), T0.reshape(-1, 1), X0),
+        "pandas nullable": (pd.Series(Y0, dtype="Float64"), pd.Series(T0, dtype="Int64"),
+                            X.astype("Float64")),
+        "bool treatment": (pd.Series(Y0), pd.Series(T0.astype(bool)), X),
+        "categorical labels": (Y0, pd.Series(pd.Categorical(np.where(T0 == 1, "b", "a"))), X),
+        "string dtype labels": (Y0, pd.Series(np.where(T0 == 1, "t", "c"), dtype="string"), X),
+        "int covariates": (Y0, T0, (X0 * 10).astype(np.int64)),
+        "constant column": (Y0, T0, np.c_[X0, np.ones(n)]),
+        "wild scales": (Y0 * 1e6, T0, X0 * np.array([1e-8, 1, 1e8, 1e3, 1e-3])),
+    }
+
+
+@pytest.mark.parametrize("name", list(_inputs_variants()))
+def test_inputs_that_must_work(name):
+    Y, T, X = _inputs_variants()[name]
+    est = CFR(**FAST).fit(Y, T, X=X)
+    labels = list(est.transformer.categories_[0])
+    eff = est.effect(X, T0=labels[0], T1=labels[1])
+    # EconML keeps a 2-D outcome's axis: Y of shape (n, 1) gives effects of shape (n, 1)
+    assert eff.shape == ((120, 1) if np.ndim(Y) == 2 else (120,))
+    assert np.all(np.isfinite(eff))
+
+
+def test_extreme_imbalance_and_small_n():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 3))
+    T = np.zeros(500, dtype=int)
+    T[rng.choice(500, 10, replace=False)] = 1  # 2% treated
+    Y = X[:, 0] + T + rng.normal(size=500)
+    eff = CFR(**FAST).fit(Y, T, X=X).effect(X)
+    assert np.all(np.isfinite(eff))
+    Xs, Ts, Ys, _ = make_confounded(n=50, seed=4)
+    assert np.all(np.isfinite(TARNet(**FAST).fit(Ys, Ts, X=Xs).effect(Xs)))
+
+
+def test_callers_data_is_never_modified():
+    X = pd.DataFrame(X0, columns=list("abcde"))
+    W = np.ascontiguousarray(X0[:, :2] * 3)
+    Y = pd.Series(Y0, name="y")
+    T = T0.copy()
+    before = [copy.deepcopy(v) for v in (X, W, Y, T)]
+    est = CFR(**FAST).fit(Y, T, X=X, W=W)
+    est.effect(X)
+    est.predict_outcomes(X, W)
+    est.transform(X, W)
+    pd.testing.assert_frame_equal(X, before[0])
+    np.testing.assert_array_equal(W, before[1])
+    pd.testing.assert_series_equal(Y, before[2])
+    np.testing.assert_array_equal(T, before[3])
+
+
+def test_same_seed_same_result_in_stacked_and_bootstrap_paths():
+    from dowhy_cfr import CFRBootstrapInference
+
+    a = CFR(n_ensemble=2, **FAST).fit(Y0, T0, X=X0, inference=CFRBootstrapInference(3))
+    b = CFR(n_ensemble=2, **FAST).fit(Y0, T0, X=X0, inference=CFRBootstrapInference(3))
+    np.testing.assert_array_equal(a.effect(X0), b.effect(X0))
+    np.testing.assert_array_equal(a.effect_interval(X0)[0], b.effect_interval(X0)[0])
+
+
+def test_get_set_params_round_trip():
+    from sklearn.base import clone
+
+    est = CFR(alpha=0.2, rep_dim=32)
+    params = est.get_params()
+    other = CFR().set_params(**params)
+    assert other.get_params() == params
+    assert clone(other).get_params() == params
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(30, 90),
+    d=st.integers(1, 4),
+    scale=st.sampled_from([1e-6, 1.0, 1e6]),
+    dtype=st.sampled_from([np.float32, np.float64, np.int32]),
+    share=st.floats(0.15, 0.85),
+    seed=st.integers(0, 2**16),
+)
+def test_fit_effect_property(n, d, scale, dtype, share, seed):
+    rng = np.random.default_rng(seed)
+    X = (rng.normal(size=(n, d)) * scale).astype(dtype)
+    T = (rng.random(n) < share).astype(int)
+    T[:3] = 1
+    T[3:6] = 0  # both arms big enough to split
+    Y = rng.normal(size=n) * scale + T
+    est = CFR(**{**FAST, "n_iter": 10, "eval_every": 5}).fit(Y, T, X=X)
+    eff = est.effect(X)
+    assert eff.shape == (n,) and np.all(np.isfinite(eff))
+    mu0, mu1 = est.predict_outcomes(X)
+    np.testing.assert_allclose(mu1 - mu0, eff, rtol=1e-5, atol=1e-6 * scale)
