@@ -511,18 +511,24 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         if len(uniq) < 2:
             raise ValueError(f"T has a single value ({_plain(uniq[0])!r}); CFR needs treated and control "
                              f"units")
-        if len(uniq) > 2 and categories == "auto":
+        if len(uniq) > 20:
             raise ValueError(
-                f"T has {len(uniq)} distinct values; only binary treatments are supported "
-                f"(multi-valued treatments are planned). Recode T to two arms."
+                f"T has {len(uniq)} distinct values; CFR treats T as categorical (one outcome head "
+                f"per arm). A continuous treatment is not supported: discretise it first."
             )
         self.transformer = one_hot_encoder(categories=categories, drop="first")
-        t_onehot = self.transformer.fit_transform(t_raw.reshape(-1, 1))
+        try:
+            t_onehot = self.transformer.fit_transform(t_raw.reshape(-1, 1))
+        except ValueError as exc:
+            raise ValueError(f"T does not match categories={self.categories!r}: {exc}") from exc
         self._d_t = t_onehot.shape[1:]
-        if self._d_t[0] != 1:
-            raise ValueError("only binary treatments are supported (multi-valued are planned)")
-        arms = np.asarray(t_onehot[:, 0] > 0.5, dtype=np.int64)
-        self._n_arms = 2
+        # arm index: 0 for the first category (control), a for the a-th other category
+        arms = (t_onehot @ np.arange(1, t_onehot.shape[1] + 1)).round().astype(np.int64)
+        self._n_arms = t_onehot.shape[1] + 1
+        present = np.bincount(arms, minlength=self._n_arms)
+        if (present == 0).any():
+            missing = [_plain(c) for c, n in zip(self.transformer.categories_[0], present) if n == 0]
+            raise ValueError(f"treatment categories {missing} have no units in T")
         xw = np.hstack([a for a in (x, w) if a is not None])
         return xw, arms, y
 
@@ -651,16 +657,21 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         return tau
 
     def individual_effect(self, X=None, W=None):
-        """Unit-level effects ``tau(x_i, w_i)`` from the heads, shape (m,) (binary T)."""
-        return self._tau_standardized_input(self._features(X, W))[:, 0]
+        """Unit-level effects ``tau(x_i, w_i)`` from the heads (ensemble mean).
+
+        Shape (m,) for a binary treatment; (m, n_arms - 1) -- each arm vs control -- otherwise.
+        """
+        tau = self._tau_standardized_input(self._features(X, W))
+        return tau[:, 0] if tau.shape[1] == 1 else tau
 
     def predict_outcomes(self, X=None, W=None):
         """Predicted potential outcomes ``(mu0, mu1)`` at ``X`` (and ``W``), each shape (m,).
 
-        For binary outcomes these are probabilities. Averaged over the ensemble.
+        One array per treatment arm, in the order of the categories (control first). For binary
+        outcomes these are probabilities. Averaged over the ensemble.
         """
         out = self._outputs(self._features(X, W)).mean(0)
-        return out[0], out[1]
+        return tuple(out)
 
     def transform(self, X=None, W=None, *, member: int = 0):
         """The learned representation ``Phi(x)``, shape (m, rep_dim), of one ensemble member."""

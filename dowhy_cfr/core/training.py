@@ -37,6 +37,7 @@ __all__ = [
     "train_cfr",
     "predict",
     "factual",
+    "arm_imbalance",
     "LOSSES",
 ]
 
@@ -237,6 +238,23 @@ def factual(outputs: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     return outputs.gather(1, t.unsqueeze(1)).squeeze(1)
 
 
+def arm_imbalance(phi: torch.Tensor, t: torch.Tensor, n_arms: int, ipm_kw: dict) -> torch.Tensor:
+    """The imbalance term for ``n_arms`` arms: the mean over the treated arms a = 1..n_arms-1 of
+    ``IPM(Phi | t=a, Phi | t=0)``.
+
+    For a binary treatment this is exactly the paper's ``IPM(Phi|t=0, Phi|t=1)``. With more arms,
+    each effect ``tau_a = mu_a - mu_0`` is bounded (Shalit et al. 2017, Thm. 1 applied to the pair
+    (a, 0)) by the factual errors plus the IPM between arm a and control, so we penalise the
+    average of these pairwise terms. Every arm must be present in each model's batch.
+    """
+    if n_arms == 2:
+        return imbalance(phi, t == 1, None, check=False, **ipm_kw)
+    total = 0.0
+    for a in range(1, n_arms):
+        total = total + imbalance(phi, t == a, (t == a) | (t == 0), check=False, **ipm_kw)
+    return total / (n_arms - 1)
+
+
 def _factual_loss(pred: torch.Tensor, y: torch.Tensor, loss: str) -> torch.Tensor:
     if loss == "mse":
         return (pred - y).pow(2)
@@ -354,10 +372,10 @@ def train_cfr(
         pred = factual(out, t_val)
         loss = (w_val * _factual_loss(pred, y_val, config.loss)).mean(1)
         tv = t_val[:, :n_ipm_val]
-        if all(bool((tv == a).any(1).all()) for a in range(2)):
-            imb = imbalance(phi[:, :n_ipm_val], tv == 1, tv <= 1, check=False, **ipm_kw)
+        if all(bool((tv == a).any(1).all()) for a in range(n_arms)):
+            imb = arm_imbalance(phi[:, :n_ipm_val], tv, n_arms, ipm_kw)
         else:  # the capped subset misses an arm: use the whole split (checked above)
-            imb = imbalance(phi, t_val == 1, t_val <= 1, check=False, **ipm_kw)
+            imb = arm_imbalance(phi, t_val, n_arms, ipm_kw)
         penalty = net.weight_penalty(config.rep_weight_decay)
         obj = loss + alpha_t * imb + wd_t * penalty
         return loss, imb, obj
@@ -407,7 +425,7 @@ def train_cfr(
             pred = factual(out, tb)  # factual head only
             risk = (wb * _factual_loss(pred, yb, config.loss)).mean(1)
             if use_ipm:
-                imb = imbalance(phi, tb == 1, tb <= 1, check=False, **ipm_kw)
+                imb = arm_imbalance(phi, tb, n_arms, ipm_kw)
             else:
                 imb = zeros_k
             obj = risk + alpha_t * imb + wd_t * net.weight_penalty(config.rep_weight_decay)
