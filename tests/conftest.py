@@ -41,5 +41,7 @@ def data():
 
 @pytest.fixture(autouse=True)
 def _torch_threads():
-    torch.set_num_threads(2)
+    # Tiny networks gain nothing from intra-op threads, and on a busy 2-core machine OpenMP
+    # spinning makes them many times slower: tests run torch single-threaded.
+    torch.set_num_threads(1)
     yield

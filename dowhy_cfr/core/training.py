@@ -219,6 +219,23 @@ class _BatchSampler:
         return pos
 
 
+_EVAL_CHUNK = 65536
+
+
+def _interleave_arms(idx: torch.Tensor, arms: torch.Tensor, n_arms: int) -> torch.Tensor:
+    """Reorder each model's indices so arms alternate in proportion to their sizes, with one unit
+    of every arm first. Deterministic (keeps the within-arm order)."""
+    out = torch.empty_like(idx)
+    for k in range(idx.shape[0]):
+        key = torch.empty(idx.shape[1], dtype=torch.float64)
+        for a in range(n_arms):
+            pos = torch.nonzero(arms[k] == a).flatten()
+            rank = torch.arange(len(pos), dtype=torch.float64)
+            key[pos] = torch.where(rank == 0, -1.0 + a * 1e-6, (rank + 0.5) / max(len(pos), 1))
+        out[k] = idx[k][torch.argsort(key, stable=True)]
+    return out
+
+
 def _derive_seeds(seeds: Sequence[int]) -> tuple[list[int], list[int]]:
     """Independent init and batch seeds from each model's seed."""
     init, batch = [], []
@@ -359,7 +376,9 @@ def train_cfr(
     sampler = _BatchSampler(t_train.cpu(), min(config.batch_size, t_train.shape[1]), batch_seeds, n_arms)
     ipm_kw = config.ipm_kwargs()
 
-    # validation data, fixed for the whole run
+    # validation data, fixed for the whole run; arms interleaved so that any prefix (the units
+    # entering the validation IPM) contains every arm in about its share
+    val_idx = _interleave_arms(val_idx, take(t, val_idx), n_arms)
     x_val = take(x, val_idx)
     t_val = take(t, val_idx)
     y_val = take(y, val_idx)
@@ -368,14 +387,18 @@ def train_cfr(
 
     @torch.no_grad()
     def evaluate():
-        phi, out = net(x_val)
-        pred = factual(out, t_val)
-        loss = (w_val * _factual_loss(pred, y_val, config.loss)).mean(1)
-        tv = t_val[:, :n_ipm_val]
-        if all(bool((tv == a).any(1).all()) for a in range(n_arms)):
-            imb = arm_imbalance(phi[:, :n_ipm_val], tv, n_arms, ipm_kw)
-        else:  # the capped subset misses an arm: use the whole split (checked above)
-            imb = arm_imbalance(phi, t_val, n_arms, ipm_kw)
+        # factual loss on the whole validation split, in chunks (bounded memory on big data)
+        losses, phis = [], []
+        for start in range(0, x_val.shape[1], _EVAL_CHUNK):
+            sl = slice(start, start + _EVAL_CHUNK)
+            phi_c, out_c = net(x_val[:, sl])
+            pred = factual(out_c, t_val[:, sl])
+            losses.append((w_val[:, sl] * _factual_loss(pred, y_val[:, sl], config.loss)).sum(1))
+            if start < n_ipm_val:
+                phis.append(phi_c[:, : n_ipm_val - start])
+        loss = torch.stack(losses).sum(0) / x_val.shape[1]
+        # imbalance on the first n_ipm_val validation units (ordered so that every arm is there)
+        imb = arm_imbalance(torch.cat(phis, dim=1), t_val[:, :n_ipm_val], n_arms, ipm_kw)
         penalty = net.weight_penalty(config.rep_weight_decay)
         obj = loss + alpha_t * imb + wd_t * penalty
         return loss, imb, obj
