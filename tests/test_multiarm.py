@@ -48,7 +48,8 @@ def test_arm_imbalance_is_mean_of_pairwise_ipms_against_control():
 
 
 def test_three_arm_effects_are_recovered():
-    """Measured (seeds 0-2): sqrt(PEHE) 0.15-0.3 for each arm, vs sd(tau_A) = 1."""
+    """Measured over data/model seeds 0-2: sqrt(PEHE) 0.12-0.17 (arm A) and 0.09-0.14 (arm B),
+    against sd(tau_A) = 1 and a constant tau_B; the 0.6 margin is wide."""
     X, labels, Y, tau = _three_arms()
     est = CFR(n_rep_layers=2, rep_dim=32, n_head_layers=2, head_dim=32, n_iter=600,
               batch_size=100, verbose=0, random_state=0).fit(Y, labels, X=X)
