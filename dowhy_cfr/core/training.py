@@ -225,6 +225,8 @@ _EVAL_CHUNK = 65536
 def _interleave_arms(idx: torch.Tensor, arms: torch.Tensor, n_arms: int) -> torch.Tensor:
     """Reorder each model's indices so arms alternate in proportion to their sizes, with one unit
     of every arm first. Deterministic (keeps the within-arm order)."""
+    device = idx.device
+    idx, arms = idx.cpu(), arms.cpu()
     out = torch.empty_like(idx)
     for k in range(idx.shape[0]):
         key = torch.empty(idx.shape[1], dtype=torch.float64)
@@ -233,7 +235,7 @@ def _interleave_arms(idx: torch.Tensor, arms: torch.Tensor, n_arms: int) -> torc
             rank = torch.arange(len(pos), dtype=torch.float64)
             key[pos] = torch.where(rank == 0, -1.0 + a * 1e-6, (rank + 0.5) / max(len(pos), 1))
         out[k] = idx[k][torch.argsort(key, stable=True)]
-    return out
+    return out.to(device)
 
 
 def _derive_seeds(seeds: Sequence[int]) -> tuple[list[int], list[int]]:
