@@ -10,7 +10,14 @@ from .inference import CFRBootstrapInference
 # DoWhy integration: importing registers "backdoor.cfr"/"backdoor.tarnet"/"cfr"/"tarnet" and the
 # "representation_balance" refuter with DoWhy (see dowhy_cfr.dowhy_adapter, dowhy_cfr.refuters).
 from .dowhy_adapter import CFREstimator, TARNetEstimator
+from .refuters import (
+    RepresentationBalance,
+    refute_representation_balance,
+    representation_balance,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["CFR", "TARNet", "CFRBootstrapInference", "CFREstimator", "TARNetEstimator", "__version__"]
+__all__ = ["CFR", "TARNet", "CFRBootstrapInference", "CFREstimator", "TARNetEstimator",
+           "RepresentationBalance", "refute_representation_balance", "representation_balance",
+           "__version__"]

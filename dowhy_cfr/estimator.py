@@ -574,6 +574,7 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         k = hist["val_loss"].shape[1]
         frames = []
         for m in range(k):
+            keep = ~np.isnan(hist["val_loss"][:, m])  # a member's rows end when it stops
             frames.append(pd.DataFrame({
                 "step": steps,
                 "member": m,
@@ -583,7 +584,7 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
                 "val_imbalance": hist["val_imbalance"][:, m],
                 "val_objective": hist["val_objective"][:, m],
                 "learning_rate": hist["learning_rate"],
-            }))
+            })[keep])
         return pd.concat(frames, ignore_index=True)
 
     # ------------------------------------------------------------------ prediction helpers
@@ -704,6 +705,8 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         from .core.training import _derive_seeds
 
         xw = self._features(X, W)
+        if not 0 <= member < len(self.seeds_):
+            raise ValueError(f"member must be in [0, {len(self.seeds_)}); got {member}")
         init_seed = _derive_seeds([self.seeds_[member]])[0]
         c = self.config_
         net = CFRNet(xw.shape[1], init_seed, n_arms=self._n_arms, n_rep_layers=c.n_rep_layers,

@@ -169,9 +169,19 @@ class CFRNet(nn.Module):
             s.copy_(torch.where(m, p.detach(), s))
 
     @torch.no_grad()
-    def load_state(self, store: list[torch.Tensor]) -> None:
+    def store_into(self, store: list[torch.Tensor], models: torch.Tensor,
+                   positions: torch.Tensor) -> None:
+        """``store[models] <- current[positions]``: save checkpoints of some models into a
+        store that holds all models (``positions`` indexes this, possibly compacted, stack)."""
         for s, p in zip(store, self.parameters()):
-            p.copy_(s)
+            s[models] = p.detach()[positions]
+
+    @torch.no_grad()
+    def load_state(self, store: list[torch.Tensor]) -> None:
+        """Load a full store (all models); the stack takes the store's number of models."""
+        for s, p in zip(store, self.parameters()):
+            p.data = s.clone()
+        self.n_models = int(store[0].shape[0])
 
     @torch.no_grad()
     def select(self, models: Sequence[int]) -> "CFRNet":

@@ -196,6 +196,15 @@ class _BatchSampler:
             for k in range(self.k)
         ]
 
+    def keep(self, mask: torch.Tensor) -> None:
+        """Continue with the models ``mask`` only (their streams are unchanged)."""
+        idx = torch.nonzero(mask).flatten().tolist()
+        self.gens = [self.gens[i] for i in idx]
+        self.arm_positions = [self.arm_positions[i] for i in idx]
+        self.arms = self.arms[mask]
+        self.perm = self.perm[mask]
+        self.k = len(idx)
+
     def _new_epoch(self) -> torch.Tensor:
         return torch.stack([torch.randperm(self.n, generator=g) for g in self.gens])
 
@@ -330,10 +339,13 @@ def train_cfr(
     y = y.to(device=device, dtype=dtype)
     train_idx = train_idx.to(device)
     val_idx = val_idx.to(device)
-    rows = torch.arange(k, device=device).unsqueeze(1)
+    # Models stop early at different times. The stack is compacted when they do: the networks,
+    # optimiser state and data of the models still training ("live") are kept, so a stack costs
+    # what its live models cost. ``live`` maps positions in the compacted stack to model indices.
+    live = torch.arange(k, device=device)
 
     def take(v, idx):
-        return v[rows, idx] if per_model_data else v[idx]
+        return v[live.unsqueeze(1), idx] if per_model_data else v[idx]
 
     alpha_t = torch.as_tensor(
         [config.alpha] * k if alpha is None else list(alpha), dtype=dtype, device=device
@@ -374,21 +386,28 @@ def train_cfr(
     )
     # Adam updates every parameter element on its own: stacked models stay independent
     opt = torch.optim.Adam(net.parameters(), lr=config.learning_rate, foreach=True)
-    sched = torch.optim.lr_scheduler.StepLR(opt, config.lr_decay_steps, gamma=config.lr_decay)
     sampler = _BatchSampler(t_train.cpu(), min(config.batch_size, t_train.shape[1]), batch_seeds, n_arms)
     ipm_kw = config.ipm_kwargs()
 
     # validation data, fixed for the whole run; arms interleaved so that any prefix (the units
     # entering the validation IPM) contains every arm in about its share
     val_idx = _interleave_arms(val_idx, take(t, val_idx), n_arms)
-    x_val = take(x, val_idx)
-    t_val = take(t, val_idx)
-    y_val = take(y, val_idx)
-    w_val = sample_weights(t_val, shares)
     n_ipm_val = min(val_idx.shape[1], config.max_eval_units)
+    # per-live-model state, compacted together with the stack
+    cur = {
+        "train_idx": train_idx,
+        "shares": shares,
+        "alpha": alpha_t,
+        "wd": wd_t,
+        "x_val": take(x, val_idx),
+        "t_val": take(t, val_idx),
+        "y_val": take(y, val_idx),
+    }
+    cur["w_val"] = sample_weights(cur["t_val"], shares)
 
     @torch.no_grad()
     def evaluate():
+        x_val, t_val, y_val, w_val = cur["x_val"], cur["t_val"], cur["y_val"], cur["w_val"]
         # factual loss on the whole validation split, in chunks (bounded memory on big data)
         losses, phis = [], []
         for start in range(0, x_val.shape[1], _EVAL_CHUNK):
@@ -402,25 +421,28 @@ def train_cfr(
         # imbalance on the first n_ipm_val validation units (ordered so that every arm is there)
         imb = arm_imbalance(torch.cat(phis, dim=1), t_val[:, :n_ipm_val], n_arms, ipm_kw)
         penalty = net.weight_penalty(config.rep_weight_decay)
-        obj = loss + alpha_t * imb + wd_t * penalty
+        obj = loss + cur["alpha"] * imb + cur["wd"] * penalty
         return loss, imb, obj
 
     history = {k_: [] for k_ in ("step", "train_loss", "train_imbalance", "val_loss",
                                  "val_imbalance", "val_objective", "learning_rate")}
 
     def record(step, tr_loss, tr_imb, va):
+        """One row per evaluation; models no longer training get NaN."""
+        live_np = live.cpu().numpy()
         history["step"].append(step)
-        history["train_loss"].append(np.asarray(tr_loss, dtype=float))
-        history["train_imbalance"].append(np.asarray(tr_imb, dtype=float))
-        history["val_loss"].append(va[0].cpu().numpy().astype(float))
-        history["val_imbalance"].append(va[1].cpu().numpy().astype(float))
-        history["val_objective"].append(va[2].cpu().numpy().astype(float))
+        for key, value in (("train_loss", tr_loss), ("train_imbalance", tr_imb),
+                           ("val_loss", va[0]), ("val_imbalance", va[1]),
+                           ("val_objective", va[2])):
+            row = np.full(k, np.nan)
+            row[live_np] = np.asarray(torch.as_tensor(value).cpu(), dtype=float)
+            history[key].append(row)
         history["learning_rate"].append(float(opt.param_groups[0]["lr"]))
 
     v0 = evaluate()  # state at initialisation (step 0), recorded but never selected
     record(0, np.full(k, np.nan), np.full(k, np.nan), v0)
 
-    best_store = net.state_copy()
+    best_store = net.state_copy()  # each model's best checkpoint, all K models
     best_obj = torch.full((k,), float("inf"), dtype=dtype, device=device)
     best_step = np.zeros(k, dtype=int)
     has_best = torch.zeros(k, dtype=torch.bool, device=device)
@@ -431,6 +453,20 @@ def train_cfr(
     run_imb = torch.zeros(k, dtype=dtype, device=device)
     run_n = 0
 
+    def compact():
+        """Drop the models that stopped from the stack (network, Adam state, data, sampler)."""
+        nonlocal live, run_loss, run_imb
+        keep = active[live]
+        if bool(keep.all()):
+            return
+        nonlocal opt
+        opt = _compact_stack(net, opt, keep)
+        sampler.keep(keep.cpu())
+        for key in cur:
+            cur[key] = cur[key][keep]
+        live = live[keep]
+        run_loss, run_imb = run_loss[keep], run_imb[keep]
+
     bar = None
     callback = progress if callable(progress) else None
     if progress is True:
@@ -438,25 +474,25 @@ def train_cfr(
 
         bar = tqdm(total=config.n_iter, desc="CFR" if use_ipm else "TARNet", leave=False)
 
-    zeros_k = torch.zeros(k, dtype=dtype, device=device)
     step = 0
     try:
         for step in range(1, config.n_iter + 1):
             pos = sampler.next().to(device)
-            idx = train_idx.gather(1, pos)
+            idx = cur["train_idx"].gather(1, pos)
             xb, tb, yb = take(x, idx), take(t, idx), take(y, idx)
-            wb = sample_weights(tb, shares)
+            wb = sample_weights(tb, cur["shares"])
             phi, out = net(xb)
             pred = factual(out, tb)  # factual head only
             risk = (wb * _factual_loss(pred, yb, config.loss)).mean(1)
             if use_ipm:
                 imb = arm_imbalance(phi, tb, n_arms, ipm_kw)
             else:
-                imb = zeros_k
-            obj = risk + alpha_t * imb + wd_t * net.weight_penalty(config.rep_weight_decay)
+                imb = torch.zeros_like(risk)
+            obj = risk + cur["alpha"] * imb + cur["wd"] * net.weight_penalty(
+                config.rep_weight_decay)
             finite = torch.isfinite(obj)
-            if not bool(finite[active].all()):
-                bad = torch.nonzero(active & ~finite).flatten()
+            if not bool(finite.all()):
+                bad = live[~finite]
                 for kk in bad.tolist():
                     if not bool(has_best[kk]):
                         raise TrainingDivergedError(
@@ -475,29 +511,34 @@ def train_cfr(
                 )
                 if not bool(active.any()):
                     break
-            obj = torch.where(finite, obj, torch.zeros_like(obj))
+                compact()
+                continue  # this step's update is skipped for the models still training
             opt.zero_grad(set_to_none=True)
             obj.sum().backward()
             opt.step()
-            sched.step()
-            run_loss += risk.detach().nan_to_num()
-            run_imb += imb.detach().nan_to_num()
+            if step % config.lr_decay_steps == 0:  # staircase decay (cfrnet lrate_decay)
+                for group in opt.param_groups:
+                    group["lr"] *= config.lr_decay
+            run_loss += risk.detach()
+            run_imb += imb.detach()
             run_n += 1
 
             if step % config.eval_every == 0 or step == config.n_iter:
                 va = evaluate()
-                record(step, (run_loss / run_n).cpu().numpy(), (run_imb / run_n).cpu().numpy(), va)
+                record(step, (run_loss / max(run_n, 1)).cpu().numpy(),
+                       (run_imb / max(run_n, 1)).cpu().numpy(), va)
                 run_loss.zero_()
                 run_imb.zero_()
                 run_n = 0
                 val_obj = va[2]
-                improved = active & torch.isfinite(val_obj) & (val_obj < best_obj)
-                if bool(improved.any()):
-                    net.update_where(best_store, improved)
-                    best_obj = torch.where(improved, val_obj, best_obj)
-                    best_step[improved.cpu().numpy()] = step
-                    has_best |= improved
-                no_improve = torch.where(improved, torch.zeros_like(no_improve), no_improve + 1)
+                improved_local = torch.isfinite(val_obj) & (val_obj < best_obj[live])
+                if bool(improved_local.any()):
+                    which = live[improved_local]
+                    net.store_into(best_store, which, improved_local)
+                    best_obj[which] = val_obj[improved_local]
+                    best_step[which.cpu().numpy()] = step
+                    has_best[which] = True
+                no_improve[live] = torch.where(improved_local, 0, no_improve[live] + 1)
                 if config.patience is not None:
                     active &= ~((no_improve >= config.patience) & has_best)
                 if bar is not None:
@@ -508,9 +549,11 @@ def train_cfr(
                     )
                 if callback is not None:
                     callback(step, {"val_loss": va[0], "val_imbalance": va[1],
-                                    "val_objective": va[2], "active": active.clone()})
+                                    "val_objective": va[2], "models": live.clone(),
+                                    "active": active.clone()})
                 if not bool(active.any()):
                     break
+                compact()
             if bar is not None:
                 bar.update(1)
     finally:
@@ -523,7 +566,7 @@ def train_cfr(
             f"no finite validation objective was reached for model(s) {missing}; lower "
             f"learning_rate or alpha, or check the inputs for extreme values."
         )
-    net.load_state(best_store)
+    net.load_state(best_store)  # back to all K models, each at its best checkpoint
     net.eval()
     hist = {key: (np.stack(v) if key not in ("step", "learning_rate") else np.asarray(v))
             for key, v in history.items()}
@@ -536,6 +579,31 @@ def train_cfr(
         stopped=(~active).cpu().numpy() & ~diverged,
         diverged=diverged,
     )
+
+
+def _compact_stack(net: CFRNet, opt: torch.optim.Adam, keep: torch.Tensor) -> torch.optim.Adam:
+    """Keep only the models ``keep`` (bool, current stack positions) in ``net``; returns an Adam
+    optimiser over the new parameters carrying each kept model's moments and step unchanged.
+    (New Parameter objects: autograd caches a leaf's shape, so resizing in place is unsafe.)"""
+    lr = opt.param_groups[0]["lr"]
+    old_state = {id(p): opt.state.get(p, {}) for p in net.parameters()}
+    moved = []
+    with torch.no_grad():
+        for plist in (net.rep_weights, net.rep_biases, net.head_weights, net.head_biases):
+            for i in range(len(plist)):
+                old = plist[i]
+                new = torch.nn.Parameter(old.detach()[keep].contiguous())
+                plist[i] = new
+                moved.append((old_state[id(old)], new))
+    net.n_models = int(keep.sum())
+    new_opt = torch.optim.Adam(net.parameters(), lr=lr, foreach=True)
+    for state, new in moved:
+        if state:
+            new_opt.state[new] = {
+                key: (val[keep].contiguous() if key != "step" else val.clone())
+                for key, val in state.items()
+            }
+    return new_opt
 
 
 @torch.no_grad()
