@@ -80,7 +80,7 @@ class CFRConfig:
     wass_iterations: int = 10  # cfrnet wass_iterations
     wass_backprop: bool = True  # cfrnet wass_bpt
     loss: str = "mse"  # "mse" (cfrnet l2) or "logloss" (cfrnet log)
-    max_eval_units: int = 1024  # cap on validation units entering the validation IPM (ours)
+    max_eval_units: int = 1024  # validation units in the validation IPM; x64 for the loss (ours)
 
     def validate(self) -> "CFRConfig":
         """Raise ``ValueError`` naming the first invalid hyper-parameter."""
@@ -393,33 +393,36 @@ def train_cfr(
     # entering the validation IPM) contains every arm in about its share
     val_idx = _interleave_arms(val_idx, take(t, val_idx), n_arms)
     n_ipm_val = min(val_idx.shape[1], config.max_eval_units)
-    # per-live-model state, compacted together with the stack
+    # the validation loss uses at most max_eval_units * 64 units (a stratified prefix): early
+    # stopping needs a stable estimate, not a pass over hundreds of thousands of rows
+    n_loss_val = min(val_idx.shape[1], config.max_eval_units * 64)
+    # per-live-model state, compacted together with the stack; validation rows are gathered per
+    # chunk at evaluation time, so K models never hold K copies of a large validation set
     cur = {
         "train_idx": train_idx,
         "shares": shares,
         "alpha": alpha_t,
         "wd": wd_t,
-        "x_val": take(x, val_idx),
-        "t_val": take(t, val_idx),
-        "y_val": take(y, val_idx),
+        "val_idx": val_idx[:, :n_loss_val],
     }
-    cur["w_val"] = sample_weights(cur["t_val"], shares)
 
     @torch.no_grad()
     def evaluate():
-        x_val, t_val, y_val, w_val = cur["x_val"], cur["t_val"], cur["y_val"], cur["w_val"]
-        # factual loss on the whole validation split, in chunks (bounded memory on big data)
-        losses, phis = [], []
-        for start in range(0, x_val.shape[1], _EVAL_CHUNK):
-            sl = slice(start, start + _EVAL_CHUNK)
-            phi_c, out_c = net(x_val[:, sl])
-            pred = factual(out_c, t_val[:, sl])
-            losses.append((w_val[:, sl] * _factual_loss(pred, y_val[:, sl], config.loss)).sum(1))
+        vidx = cur["val_idx"]
+        losses, phis, arms_ipm = [], [], []
+        for start in range(0, vidx.shape[1], _EVAL_CHUNK):
+            idx = vidx[:, start : start + _EVAL_CHUNK]
+            t_c = take(t, idx)
+            phi_c, out_c = net(take(x, idx))
+            w_c = sample_weights(t_c, cur["shares"])
+            losses.append((w_c * _factual_loss(factual(out_c, t_c), take(y, idx),
+                                               config.loss)).sum(1))
             if start < n_ipm_val:
                 phis.append(phi_c[:, : n_ipm_val - start])
-        loss = torch.stack(losses).sum(0) / x_val.shape[1]
+                arms_ipm.append(t_c[:, : n_ipm_val - start])
+        loss = torch.stack(losses).sum(0) / vidx.shape[1]
         # imbalance on the first n_ipm_val validation units (ordered so that every arm is there)
-        imb = arm_imbalance(torch.cat(phis, dim=1), t_val[:, :n_ipm_val], n_arms, ipm_kw)
+        imb = arm_imbalance(torch.cat(phis, dim=1), torch.cat(arms_ipm, dim=1), n_arms, ipm_kw)
         penalty = net.weight_penalty(config.rep_weight_decay)
         obj = loss + cur["alpha"] * imb + cur["wd"] * penalty
         return loss, imb, obj
