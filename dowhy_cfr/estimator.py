@@ -352,6 +352,31 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
             members.append(est)
         return members
 
+    def fit_chunks(self, chunks, *, validation):
+        """Fit on training data read chunk by chunk (data larger than memory).
+
+        Parameters
+        ----------
+        chunks : re-iterable of ``(Y, T, X)``
+            A list, a torch ``DataLoader`` yielding ``(Y, T, X)`` tuples or dicts, or a
+            zero-argument function returning a fresh iterator (e.g. over Parquet row groups).
+            It is read twice for statistics, then cycled over during training; only one chunk is
+            in memory at a time. Chunks smaller than ``batch_size`` or missing an arm are skipped
+            during training.
+        validation : tuple ``(Y_val, T_val, X_val)``
+            Held-out data (in memory) for early stopping.
+
+        Returns
+        -------
+        self
+
+        See :mod:`dowhy_cfr.streaming` for details. ``W`` and ``inference`` are not supported
+        here; ``ate()`` without X averages over the validation units.
+        """
+        from .streaming import fit_chunks
+
+        return fit_chunks(self, chunks, validation)
+
     def _check_n_ensemble(self) -> int:
         k = self.n_ensemble
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:

@@ -294,11 +294,13 @@ def train_cfr(
     t: torch.Tensor,
     y: torch.Tensor,
     *,
-    train_idx: torch.Tensor,
+    train_idx: torch.Tensor | None,
     val_idx: torch.Tensor,
     config: CFRConfig,
     seeds: Sequence[int],
     n_arms: int = 2,
+    batch_source: Callable[[], tuple] | None = None,
+    arm_shares: torch.Tensor | None = None,
     alpha: Sequence[float] | None = None,
     weight_decay: Sequence[float] | None = None,
     per_model_data: bool = False,
@@ -324,11 +326,21 @@ def train_cfr(
         (hyper-parameter candidates of the same architecture can share one stack).
     progress : bool or callable
         True shows a tqdm bar; a callable receives ``(step, info_dict)`` after each evaluation.
+    batch_source : callable, optional
+        Streaming mode for data that does not fit in memory: each call returns one training
+        mini-batch ``(x (B, d), t (B,), y (B,))`` with every arm present, used by all models.
+        ``x, t, y`` then hold only the validation data, ``train_idx`` is None, and
+        ``arm_shares`` (K, n_arms) gives the arms' shares in the training data.
     """
     config.validate()
     k = len(seeds)
     device = torch.device(device)
     dtype = x.dtype
+    streaming = batch_source is not None
+    if streaming:
+        if arm_shares is None or per_model_data:
+            raise ValueError("streaming training needs arm_shares and shared validation data")
+        train_idx = torch.zeros(k, 1, dtype=torch.long)  # placeholder: no in-memory training
     if train_idx.shape[0] != k or val_idx.shape[0] != k:
         raise ValueError(
             f"train_idx and val_idx need one row per model (K={k}); got {tuple(train_idx.shape)} "
@@ -363,10 +375,13 @@ def train_cfr(
     t_val_check = take(t, val_idx)
     if not all(bool((t_val_check == a).any(1).all()) for a in range(n_arms)):
         raise ValueError("every model's validation split must contain every treatment arm")
-    counts = torch.stack([(t_train == a).sum(1) for a in range(n_arms)], dim=1)
-    if bool((counts == 0).any()):
-        raise ValueError("every model's training split must contain every treatment arm")
-    shares = counts.to(dtype) / t_train.shape[1]  # (K, n_arms): u and 1-u
+    if streaming:
+        shares = torch.as_tensor(arm_shares, dtype=dtype, device=device).reshape(k, n_arms)
+    else:
+        counts = torch.stack([(t_train == a).sum(1) for a in range(n_arms)], dim=1)
+        if bool((counts == 0).any()):
+            raise ValueError("every model's training split must contain every treatment arm")
+        shares = counts.to(dtype) / t_train.shape[1]  # (K, n_arms): u and 1-u
     if not config.reweight_sample:
         shares = torch.full_like(shares, 1.0 / n_arms)  # all weights 1
 
@@ -386,7 +401,8 @@ def train_cfr(
     )
     # Adam updates every parameter element on its own: stacked models stay independent
     opt = torch.optim.Adam(net.parameters(), lr=config.learning_rate, foreach=True)
-    sampler = _BatchSampler(t_train.cpu(), min(config.batch_size, t_train.shape[1]), batch_seeds, n_arms)
+    sampler = None if streaming else _BatchSampler(
+        t_train.cpu(), min(config.batch_size, t_train.shape[1]), batch_seeds, n_arms)
     ipm_kw = config.ipm_kwargs()
 
     # validation data, fixed for the whole run; arms interleaved so that any prefix (the units
@@ -464,7 +480,8 @@ def train_cfr(
             return
         nonlocal opt
         opt = _compact_stack(net, opt, keep)
-        sampler.keep(keep.cpu())
+        if sampler is not None:
+            sampler.keep(keep.cpu())
         for key in cur:
             cur[key] = cur[key][keep]
         live = live[keep]
@@ -480,9 +497,16 @@ def train_cfr(
     step = 0
     try:
         for step in range(1, config.n_iter + 1):
-            pos = sampler.next().to(device)
-            idx = cur["train_idx"].gather(1, pos)
-            xb, tb, yb = take(x, idx), take(t, idx), take(y, idx)
+            if streaming:
+                xb, tb, yb = (v.to(device) for v in batch_source())
+                n_live = len(live)
+                xb = xb.to(dtype).unsqueeze(0).expand(n_live, -1, -1)
+                tb = tb.long().unsqueeze(0).expand(n_live, -1)
+                yb = yb.to(dtype).unsqueeze(0).expand(n_live, -1)
+            else:
+                pos = sampler.next().to(device)
+                idx = cur["train_idx"].gather(1, pos)
+                xb, tb, yb = take(x, idx), take(t, idx), take(y, idx)
             wb = sample_weights(tb, cur["shares"])
             phi, out = net(xb)
             pred = factual(out, tb)  # factual head only

@@ -1,0 +1,209 @@
+"""Fitting CFR on data that does not fit in memory: chunks, or a torch ``DataLoader``.
+
+``CFR.fit_chunks(chunks, validation=(Y_val, T_val, X_val))`` reads the training data as a sequence
+of chunks ``(Y, T, X)`` -- a list, a generator factory, a torch ``DataLoader``, Parquet row groups
+read with pyarrow, ... -- and never holds more than one chunk in memory:
+
+1. a first pass computes the covariate means and standard deviations, the outcome's mean and
+   standard deviation (or detects a 0/1 outcome), the treatment categories and the arms' shares;
+2. training draws mini-batches chunk by chunk (shuffled within each chunk, each batch with every
+   arm), cycling over the chunks until ``n_iter`` steps or early stopping;
+3. early stopping uses the held-out ``validation`` data, which must fit in memory.
+
+Only ``X`` is supported (no ``W``; put every confounder in ``X``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import numpy as np
+import torch
+from econml.utilities import one_hot_encoder
+from sklearn.utils import check_random_state
+
+from . import _validation as V
+from .core import train_cfr
+
+
+def _iterate(chunks) -> Iterable:
+    if callable(chunks):
+        return chunks()
+    if hasattr(chunks, "__next__"):
+        raise TypeError(
+            "chunks must be re-iterable (a list, a DataLoader, or a function returning a fresh "
+            "iterator): a one-shot iterator/generator cannot be read twice"
+        )
+    return chunks
+
+
+def _chunk_arrays(chunk, i):
+    if isinstance(chunk, dict):
+        chunk = (chunk["Y"], chunk["T"], chunk["X"])
+    if not isinstance(chunk, (tuple, list)) or len(chunk) != 3:
+        raise TypeError(f"chunk {i} must be a tuple (Y, T, X) or a dict with keys Y, T, X")
+    Y, T, X = (c.numpy() if isinstance(c, torch.Tensor) else c for c in chunk)
+    y = V.as_1d(f"Y (chunk {i})", Y).astype("float64")
+    V.check_finite(f"Y (chunk {i})", y)
+    t = V.as_1d(f"T (chunk {i})", T)
+    x = V.as_2d_float(f"X (chunk {i})", X)
+    V.check_same_length(Y=y, T=t, X=x)
+    return y, t, x
+
+
+class _Moments:
+    """Streaming mean and variance (Chan et al.'s parallel update)."""
+
+    def __init__(self):
+        self.n, self.mean, self.m2 = 0, None, None
+
+    def update(self, a: np.ndarray):
+        n_b = a.shape[0]
+        mean_b = a.mean(0)
+        m2_b = ((a - mean_b) ** 2).sum(0)
+        if self.n == 0:
+            self.n, self.mean, self.m2 = n_b, mean_b, m2_b
+            return
+        n = self.n + n_b
+        delta = mean_b - self.mean
+        self.mean = self.mean + delta * n_b / n
+        self.m2 = self.m2 + m2_b + delta**2 * self.n * n_b / n
+        self.n = n
+
+    @property
+    def std(self):
+        return np.sqrt(self.m2 / self.n)
+
+
+def fit_chunks(est, chunks, validation, *, on_chunk: Callable | None = None):
+    """See :meth:`dowhy_cfr.CFR.fit_chunks`."""
+    if validation is None or len(validation) != 3:
+        raise ValueError("validation=(Y_val, T_val, X_val) is required: held-out data for early "
+                         "stopping (it must fit in memory)")
+    if est._check_n_ensemble() < 1:  # pragma: no cover - validated inside
+        raise ValueError("n_ensemble must be positive")
+    # pass 1: statistics
+    xm, ym = _Moments(), _Moments()
+    labels: list = []
+    n_chunks, d = 0, None
+    binary = True
+    for i, chunk in enumerate(_iterate(chunks)):
+        y, t, x = _chunk_arrays(chunk, i)
+        if d is None:
+            d = x.shape[1]
+        elif x.shape[1] != d:
+            raise ValueError(f"chunk {i} has {x.shape[1]} covariates, earlier chunks had {d}")
+        xm.update(x)
+        ym.update(y[:, None])
+        binary &= bool(np.isin(y, (0.0, 1.0)).all())
+        for v in np.unique(t.astype(str) if t.dtype == object else t):
+            if v not in labels:
+                labels.append(v)
+        n_chunks += 1
+    if n_chunks == 0:
+        raise ValueError("chunks is empty: no training data")
+    y_val, t_val, x_val = _chunk_arrays(validation, "validation")
+    if x_val.shape[1] != d:
+        raise ValueError(f"validation X has {x_val.shape[1]} covariates, training chunks {d}")
+
+    categories = est.categories
+    cats = sorted(labels) if categories == "auto" else list(categories)
+    est.transformer = one_hot_encoder(categories=[np.asarray(cats, dtype=object if any(
+        isinstance(c, str) for c in cats) else None)], drop="first")
+    est.transformer.fit(np.asarray(cats).reshape(-1, 1))
+    est._n_arms = len(cats)
+    est._d_t = (est._n_arms - 1,)
+    est._d_t_in = ()
+    est._d_y = ()
+    est._x_columns = V.column_names(validation[2])
+    est._w_columns = None
+    est._n_x, est._n_w = d, 0
+    est.n_features_in_ = d
+    est._set_input_names(validation[0], validation[1], validation[2])
+
+    def arms_of(t):
+        onehot = est.transformer.transform(np.asarray(t).reshape(-1, 1))
+        return (onehot @ np.arange(1, onehot.shape[1] + 1)).round().astype(np.int64)
+
+    counts = np.zeros(est._n_arms)
+    for i, chunk in enumerate(_iterate(chunks)):
+        counts += np.bincount(arms_of(_chunk_arrays(chunk, i)[1]), minlength=est._n_arms)
+    if (counts == 0).any():
+        raise ValueError(f"treatment categories {[c for c, n in zip(cats, counts) if n == 0]} "
+                         f"have no training units")
+
+    loss = "logloss" if (est.loss == "logloss" or (est.loss == "auto" and binary)) else "mse"
+    if est.loss == "logloss" and not binary:
+        raise ValueError("loss='logloss' needs a binary outcome with values 0 and 1")
+    config = est._config(loss)
+    est.config_, est.loss_ = config, loss
+    est._x_mean = xm.mean
+    est._x_scale = np.where(xm.std > 0, xm.std, 1.0)
+    k = est._check_n_ensemble()
+    if loss == "mse":
+        sd = float(ym.std[0])
+        est._y_mean = np.full(k, float(ym.mean[0]))
+        est._y_scale = np.full(k, sd if sd > 0 else 1.0)
+    else:
+        est._y_mean, est._y_scale = np.zeros(k), np.ones(k)
+
+    rng = check_random_state(est.random_state)
+    seeds = [int(s) for s in rng.randint(0, 2**31 - 1, size=k)]
+    gen = np.random.default_rng(seeds[0])
+    batch = config.batch_size
+
+    def batches():
+        """Endless mini-batches: chunk by chunk, shuffled within the chunk, all arms present."""
+        while True:
+            for i, chunk in enumerate(_iterate(chunks)):
+                y, t, x = _chunk_arrays(chunk, i)
+                a = arms_of(t)
+                xs = torch.as_tensor(est._standardize(x), dtype=torch.float32)
+                ys = torch.as_tensor((y - est._y_mean[0]) / est._y_scale[0], dtype=torch.float32)
+                at = torch.as_tensor(a)
+                order = gen.permutation(len(a))
+                by_arm = [np.flatnonzero(a == j) for j in range(est._n_arms)]
+                if any(len(ix) == 0 for ix in by_arm) or len(a) < batch:
+                    continue  # a chunk without every arm, or smaller than a batch, is skipped
+                for start in range(0, len(a) - batch + 1, batch):
+                    rows = order[start:start + batch].copy()
+                    for j, ix in enumerate(by_arm):
+                        if not (a[rows] == j).any():
+                            rows[-1 - j] = gen.choice(ix)
+                    yield xs[rows], at[rows], ys[rows]
+                if on_chunk is not None:
+                    on_chunk(i)
+
+    stream = batches()
+    shares = torch.as_tensor(np.tile(counts / counts.sum(), (k, 1)))
+    n_val = len(y_val)
+    val_idx = np.stack([np.random.default_rng(s).permutation(n_val) for s in seeds])
+    from .estimator import _resolve_device
+
+    est._device = _resolve_device(est.device)
+    y_val_std = (y_val - est._y_mean[0]) / est._y_scale[0]
+    result = train_cfr(
+        torch.as_tensor(est._standardize(x_val), dtype=torch.float32),
+        torch.as_tensor(arms_of(t_val)),
+        torch.as_tensor(y_val_std, dtype=torch.float32),
+        train_idx=None,
+        val_idx=torch.as_tensor(val_idx),
+        config=config,
+        seeds=seeds,
+        n_arms=est._n_arms,
+        batch_source=lambda: next(stream),
+        arm_shares=shares,
+        device=est._device,
+        progress=est._show_progress(),
+    )
+    est._net = result.net
+    est.training_result_ = result
+    est.best_iteration_ = result.best_step.copy()
+    est.n_iter_ = int(result.n_steps)
+    est.history_ = est._history_frame(result.history)
+    est.seeds_ = seeds
+    tau_val = est._tau_standardized_input(est._standardize(x_val))
+    est._tau_fit_mean = tau_val.mean(0)  # average effect over the validation units
+    est.model_final_ = None
+    est._inference = None
+    return est

@@ -1,0 +1,63 @@
+"""fit_chunks: training from chunks / a DataLoader, validation held out, bounded memory."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from dowhy_cfr import CFR
+from conftest import TINY, make_confounded
+
+PARAMS = {**TINY, "n_iter": 300, "eval_every": 50}
+
+
+def _chunks(X, T, Y, size):
+    return [(Y[i:i + size], T[i:i + size], X[i:i + size]) for i in range(0, len(Y), size)]
+
+
+def test_chunks_recover_effects_like_in_memory_fit():
+    """Measured (data seeds 0-2): sqrt(PEHE) 0.24-0.34 from chunks vs 0.29-0.37 in memory on
+    the same units; naive difference in means 2.28-2.34. Margin: 3x below naive."""
+    X, T, Y, tau = make_confounded(n=1200, seed=0)
+    Xv, Tv, Yv, _ = make_confounded(n=300, seed=1)
+    est = CFR(**PARAMS).fit_chunks(_chunks(X, T, Y, 250), validation=(Yv, Tv, Xv))
+    pehe = np.sqrt(np.mean((est.effect(X) - tau) ** 2))
+    naive = np.sqrt(np.mean((Y[T == 1].mean() - Y[T == 0].mean() - tau) ** 2))
+    assert pehe < naive / 3
+    assert est.n_iter_ > 0 and est.history_["step"].iloc[0] == 0
+    # statistics come from the training chunks, not the validation data
+    np.testing.assert_allclose(est._x_mean, X.mean(0), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(est._x_scale, X.std(0), rtol=1e-10)
+    assert est._y_scale[0] == pytest.approx(Y.std(), rel=1e-10)
+
+
+def test_dataloader_and_generator_factory_and_labels():
+    X, T, Y, _ = make_confounded(n=600, seed=2)
+    Xv, Tv, Yv, _ = make_confounded(n=200, seed=3)
+    loader = DataLoader(TensorDataset(torch.tensor(Y), torch.tensor(T), torch.tensor(X)),
+                        batch_size=200, shuffle=False)
+    a = CFR(**PARAMS).fit_chunks(loader, validation=(Yv, Tv, Xv))
+    b = CFR(**PARAMS).fit_chunks(lambda: iter(_chunks(X, T, Y, 200)), validation=(Yv, Tv, Xv))
+    np.testing.assert_allclose(a.effect(Xv), b.effect(Xv), rtol=1e-5, atol=1e-6)
+    labels = np.where(T == 1, "treated", "control")
+    c = CFR(**PARAMS).fit_chunks(_chunks(pd.DataFrame(X), labels, Y, 200),
+                                 validation=(Yv, np.where(Tv == 1, "treated", "control"), Xv))
+    assert c.effect(Xv, T0="control", T1="treated").shape == (200,)
+
+
+def test_chunk_errors():
+    X, T, Y, _ = make_confounded(n=300)
+    val = (Y[:50], T[:50], X[:50])
+    with pytest.raises(TypeError, match="re-iterable"):
+        CFR(**PARAMS).fit_chunks(iter(_chunks(X, T, Y, 100)), validation=val)
+    with pytest.raises(ValueError, match="validation="):
+        CFR(**PARAMS).fit_chunks(_chunks(X, T, Y, 100), validation=None)
+    bad = _chunks(X, T, Y, 100)
+    bad[1] = (bad[1][0], bad[1][1], bad[1][2][:, :3])
+    with pytest.raises(ValueError, match="chunk 1 has 3 covariates"):
+        CFR(**PARAMS).fit_chunks(bad, validation=val)
+    nan = _chunks(X, T, Y.copy(), 100)
+    nan[2][0][0] = np.nan
+    with pytest.raises(ValueError, match=r"Y \(chunk 2\) contains NaN"):
+        CFR(**PARAMS).fit_chunks(nan, validation=val)
