@@ -106,76 +106,25 @@ def fit_chunks(est, chunks, validation, *, on_chunk: Callable | None = None):
     if x_val.shape[1] != d:
         raise ValueError(f"validation X has {x_val.shape[1]} covariates, training chunks {d}")
 
-    categories = est.categories
-    cats = sorted(labels) if categories == "auto" else list(categories)
-    est.transformer = one_hot_encoder(categories=[np.asarray(cats, dtype=object if any(
-        isinstance(c, str) for c in cats) else None)], drop="first")
-    est.transformer.fit(np.asarray(cats).reshape(-1, 1))
-    est._n_arms = len(cats)
-    est._d_t = (est._n_arms - 1,)
-    est._d_t_in = ()
-    est._d_y = ()
-    est._x_columns = V.column_names(validation[2])
-    est._w_columns = None
-    est._n_x, est._n_w = d, 0
-    est.n_features_in_ = d
-    est._set_input_names(validation[0], validation[1], validation[2])
+    setup(est, labels=labels, d=d, validation=validation)
 
     def arms_of(t):
-        onehot = est.transformer.transform(np.asarray(t).reshape(-1, 1))
-        return (onehot @ np.arange(1, onehot.shape[1] + 1)).round().astype(np.int64)
+        return arm_index(est, t)
 
     counts = np.zeros(est._n_arms)
     for i, chunk in enumerate(_iterate(chunks)):
         counts += np.bincount(arms_of(_chunk_arrays(chunk, i)[1]), minlength=est._n_arms)
     if (counts == 0).any():
+        cats = list(est.transformer.categories_[0])
         raise ValueError(f"treatment categories {[c for c, n in zip(cats, counts) if n == 0]} "
                          f"have no training units")
 
-    loss = "logloss" if (est.loss == "logloss" or (est.loss == "auto" and binary)) else "mse"
-    if est.loss == "logloss" and not binary:
-        raise ValueError("loss='logloss' needs a binary outcome with values 0 and 1")
-    config = est._config(loss)
-    est.config_, est.loss_ = config, loss
-    est._x_mean = xm.mean
-    est._x_scale = np.where(xm.std > 0, xm.std, 1.0)
-    k = est._check_n_ensemble()
-    if loss == "mse":
-        sd = float(ym.std[0])
-        est._y_mean = np.full(k, float(ym.mean[0]))
-        est._y_scale = np.full(k, sd if sd > 0 else 1.0)
-    else:
-        est._y_mean, est._y_scale = np.zeros(k), np.ones(k)
-
-    rng = check_random_state(est.random_state)
-    seeds = [int(s) for s in rng.randint(0, 2**31 - 1, size=k)]
-    gen = np.random.default_rng(seeds[0])
-    batch = config.batch_size
-
-    def batches():
-        """Endless mini-batches: chunk by chunk, shuffled within the chunk, all arms present."""
-        while True:
-            for i, chunk in enumerate(_iterate(chunks)):
-                y, t, x = _chunk_arrays(chunk, i)
-                a = arms_of(t)
-                xs = torch.as_tensor(est._standardize(x), dtype=torch.float32)
-                ys = torch.as_tensor((y - est._y_mean[0]) / est._y_scale[0], dtype=torch.float32)
-                at = torch.as_tensor(a)
-                order = gen.permutation(len(a))
-                by_arm = [np.flatnonzero(a == j) for j in range(est._n_arms)]
-                if any(len(ix) == 0 for ix in by_arm) or len(a) < batch:
-                    continue  # a chunk without every arm, or smaller than a batch, is skipped
-                for start in range(0, len(a) - batch + 1, batch):
-                    rows = order[start:start + batch].copy()
-                    for j, ix in enumerate(by_arm):
-                        if not (a[rows] == j).any():
-                            rows[-1 - j] = gen.choice(ix)
-                    yield xs[rows], at[rows], ys[rows]
-                if on_chunk is not None:
-                    on_chunk(i)
-
-    stream = batches()
-    shares = torch.as_tensor(np.tile(counts / counts.sum(), (k, 1)))
+    seeds = preprocessing(est, binary=binary, x_mean=xm.mean, x_std=xm.std,
+                          y_mean=float(ym.mean[0]), y_std=float(ym.std[0]))
+    config = est.config_
+    stream = batch_stream(est, chunks, config.batch_size, np.random.default_rng(seeds[0]),
+                          on_chunk)
+    shares = torch.as_tensor(np.tile(counts / counts.sum(), (len(seeds), 1)))
     n_val = len(y_val)
     val_idx = np.stack([np.random.default_rng(s).permutation(n_val) for s in seeds])
     from .estimator import _resolve_device
@@ -196,6 +145,83 @@ def fit_chunks(est, chunks, validation, *, on_chunk: Callable | None = None):
         device=est._device,
         progress=est._show_progress(),
     )
+    finish(est, result, seeds, x_val)
+    return est
+
+
+def batch_stream(est, chunks, batch: int, gen: np.random.Generator, on_chunk=None):
+    """Endless standardised mini-batches ``(x, t, y)``: chunk by chunk, shuffled within each
+    chunk, every arm present (a batch missing an arm gets a random unit of it from the chunk).
+    Chunks without every arm, or smaller than a batch, are skipped."""
+    while True:
+        for i, chunk in enumerate(_iterate(chunks)):
+            y, t, x = _chunk_arrays(chunk, i)
+            a = arm_index(est, t)
+            by_arm = [np.flatnonzero(a == j) for j in range(est._n_arms)]
+            if any(len(ix) == 0 for ix in by_arm) or len(a) < batch:
+                continue
+            xs = torch.as_tensor(est._standardize(x), dtype=torch.float32)
+            ys = torch.as_tensor((y - est._y_mean[0]) / est._y_scale[0], dtype=torch.float32)
+            at = torch.as_tensor(a)
+            order = gen.permutation(len(a))
+            for start in range(0, len(a) - batch + 1, batch):
+                rows = order[start:start + batch].copy()
+                for j, ix in enumerate(by_arm):
+                    if not (a[rows] == j).any():
+                        rows[-1 - j] = gen.choice(ix)
+                yield xs[rows], at[rows], ys[rows]
+            if on_chunk is not None:
+                on_chunk(i)
+
+
+def arm_index(est, t) -> np.ndarray:
+    """Arm index (0 = control) of treatment labels ``t`` under the fitted categories."""
+    onehot = est.transformer.transform(np.asarray(t).reshape(-1, 1))
+    return (onehot @ np.arange(1, onehot.shape[1] + 1)).round().astype(np.int64)
+
+
+def setup(est, *, labels, d, validation):
+    """Treatment encoding and EconML's shape bookkeeping for a fit outside ``CFR.fit``."""
+    categories = est.categories
+    cats = sorted(labels) if categories == "auto" else list(categories)
+    est.transformer = one_hot_encoder(categories=[np.asarray(cats, dtype=object if any(
+        isinstance(c, str) for c in cats) else None)], drop="first")
+    est.transformer.fit(np.asarray(cats).reshape(-1, 1))
+    est._n_arms = len(cats)
+    est._d_t = (est._n_arms - 1,)
+    est._d_t_in = ()
+    est._d_y = ()
+    est._x_columns = V.column_names(validation[2])
+    est._w_columns = None
+    est._n_x, est._n_w = d, 0
+    est.n_features_in_ = d
+    est._set_input_names(validation[0], validation[1], validation[2])
+
+
+def preprocessing(est, *, binary, x_mean, x_std, y_mean, y_std):
+    """Loss, configuration and standardisation from (global) statistics; returns the seeds."""
+    loss = "logloss" if (est.loss == "logloss" or (est.loss == "auto" and binary)) else "mse"
+    if est.loss == "logloss" and not binary:
+        raise ValueError("loss='logloss' needs a binary outcome with values 0 and 1")
+    config = est._config(loss)
+    est.config_, est.loss_ = config, loss
+    est._x_mean = x_mean
+    est._x_scale = np.where(x_std > 0, x_std, 1.0)
+    k = est._check_n_ensemble()
+    if loss == "mse":
+        sd = y_std
+        est._y_mean = np.full(k, y_mean)
+        est._y_scale = np.full(k, sd if sd > 0 else 1.0)
+    else:
+        est._y_mean, est._y_scale = np.zeros(k), np.ones(k)
+
+    rng = check_random_state(est.random_state)
+    seeds = [int(s) for s in rng.randint(0, 2**31 - 1, size=k)]
+    return seeds
+
+
+def finish(est, result, seeds, x_val):
+    """Fitted attributes from a training result; average effect over the validation units."""
     est._net = result.net
     est.training_result_ = result
     est.best_iteration_ = result.best_step.copy()

@@ -301,6 +301,8 @@ def train_cfr(
     n_arms: int = 2,
     batch_source: Callable[[], tuple] | None = None,
     arm_shares: torch.Tensor | None = None,
+    model_wrapper: Callable | None = None,
+    gather_ipm: Callable | None = None,
     alpha: Sequence[float] | None = None,
     weight_decay: Sequence[float] | None = None,
     per_model_data: bool = False,
@@ -331,6 +333,12 @@ def train_cfr(
         mini-batch ``(x (B, d), t (B,), y (B,))`` with every arm present, used by all models.
         ``x, t, y`` then hold only the validation data, ``train_idx`` is None, and
         ``arm_shares`` (K, n_arms) gives the arms' shares in the training data.
+    model_wrapper : callable, optional
+        Applied once to the network before training; the training forward pass goes through the
+        result (e.g. ``DistributedDataParallel``, see :mod:`dowhy_cfr.distributed`). K must be 1.
+    gather_ipm : callable, optional
+        ``(phi, t) -> (phi, t)`` applied before the training IPM (e.g. a differentiable
+        all-gather of the representations of every worker's batch).
     """
     config.validate()
     k = len(seeds)
@@ -399,6 +407,9 @@ def train_cfr(
         dtype=dtype,
         device=device,
     )
+    if model_wrapper is not None and k != 1:
+        raise ValueError("model_wrapper (distributed training) needs a single model (K=1)")
+    forward = net if model_wrapper is None else model_wrapper(net)
     # Adam updates every parameter element on its own: stacked models stay independent
     opt = torch.optim.Adam(net.parameters(), lr=config.learning_rate, foreach=True)
     sampler = None if streaming else _BatchSampler(
@@ -508,11 +519,12 @@ def train_cfr(
                 idx = cur["train_idx"].gather(1, pos)
                 xb, tb, yb = take(x, idx), take(t, idx), take(y, idx)
             wb = sample_weights(tb, cur["shares"])
-            phi, out = net(xb)
+            phi, out = forward(xb)
             pred = factual(out, tb)  # factual head only
             risk = (wb * _factual_loss(pred, yb, config.loss)).mean(1)
             if use_ipm:
-                imb = arm_imbalance(phi, tb, n_arms, ipm_kw)
+                phi_i, t_i = (phi, tb) if gather_ipm is None else gather_ipm(phi, tb)
+                imb = arm_imbalance(phi_i, t_i, n_arms, ipm_kw)
             else:
                 imb = torch.zeros_like(risk)
             obj = risk + cur["alpha"] * imb + cur["wd"] * net.weight_penalty(
