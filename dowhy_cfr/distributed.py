@@ -1,0 +1,159 @@
+"""Training one CFR across processes or machines with ``torch.distributed``.
+
+Launch one process per worker with ``torchrun`` (or any launcher that initialises a process group)
+and call :func:`fit_distributed` in every worker with that worker's shard of the training data and
+the same held-out validation data::
+
+    # train.py -- run with: torchrun --nproc_per_node=2 train.py   (one machine, 2 CPU workers)
+    # or, on a cluster:     torchrun --nnodes=4 --nproc_per_node=8 --rdzv_backend=c10d \\
+    #                                --rdzv_endpoint=HOST:29400 train.py
+    import torch.distributed as dist
+    from dowhy_cfr import CFR
+    from dowhy_cfr.distributed import fit_distributed
+
+    dist.init_process_group("gloo")          # "nccl" on GPUs (with device="cuda")
+    Y, T, X = load_my_shard(dist.get_rank(), dist.get_world_size())
+    est = fit_distributed(CFR(n_iter=3000), Y, T, X, validation=(Y_val, T_val, X_val))
+    if dist.get_rank() == 0:
+        est.save("model.cfr")
+
+How it works:
+
+* The standardisation statistics and the arms' shares are computed over *all* shards
+  (``all_reduce`` of counts, sums and sums of squares), so every worker preprocesses identically.
+* Every worker starts from the same weights (same seed) and wraps the network in
+  :class:`~torch.nn.parallel.DistributedDataParallel`, which averages the gradients after each
+  backward pass; each worker draws mini-batches of ``batch_size`` from its own shard.
+* The imbalance term: ``ipm_batch="global"`` (default) all-gathers the representations of every
+  worker's batch (differentiably, ``torch.distributed.nn.all_gather``) so the IPM is computed on
+  the union -- the same estimator as single-process training with a batch of
+  ``world_size * batch_size``; ``"local"`` computes it on each worker's own batch and averages the
+  gradients, which is cheaper but a noisier, biased estimate for small batches (the Wasserstein
+  and unbiased-MMD estimates are not linear in the batch). ``benchmarks/distributed.py``
+  compares both.
+* Early stopping: every worker evaluates the same validation data with the same weights, so all
+  take the same decisions without extra communication.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from . import _validation as V
+from .core import train_cfr
+from .streaming import arm_index, batch_stream, finish, preprocessing, setup
+
+__all__ = ["fit_distributed"]
+
+
+def _gather_batches(phi: torch.Tensor, t: torch.Tensor):
+    """Differentiable all-gather of every worker's batch representations (K=1 stacks)."""
+    import warnings
+
+    from torch.distributed.nn.functional import all_gather
+
+    with warnings.catch_warnings():
+        # deprecated in favour of private functional collectives; the public op is kept for
+        # compatibility with torch 2.1+ (its backward sums the gradients of all workers)
+        warnings.simplefilter("ignore", FutureWarning)
+        phis = all_gather(phi[0].contiguous())
+    ts = [torch.empty_like(t[0]) for _ in range(dist.get_world_size())]
+    dist.all_gather(ts, t[0].contiguous())
+    return torch.cat(phis, dim=0).unsqueeze(0), torch.cat(ts, dim=0).unsqueeze(0)
+
+
+def fit_distributed(est, Y, T, X, *, validation, ipm_batch: str = "global"):
+    """Fit ``est`` (a CFR/TARNet) on data sharded over the workers of a process group.
+
+    Parameters
+    ----------
+    est : CFR or TARNet
+        Unfitted estimator (``n_ensemble`` must be 1); fitted in place and returned.
+    Y, T, X : array_like
+        This worker's shard of the training data (binary or categorical T, as in ``fit``).
+    validation : tuple ``(Y_val, T_val, X_val)``
+        Held-out data for early stopping, identical on every worker.
+    ipm_batch : {"global", "local"}
+        Compute the imbalance on the union of the workers' batches, or on each worker's own.
+
+    Returns
+    -------
+    est, fitted identically on every worker.
+    """
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError("fit_distributed needs an initialised process group: launch with "
+                           "torchrun and call torch.distributed.init_process_group first")
+    if ipm_batch not in ("global", "local"):
+        raise ValueError(f"ipm_batch={ipm_batch!r} is invalid: choose 'global' or 'local'")
+    if est._check_n_ensemble() != 1:
+        raise ValueError("fit_distributed trains one network: use n_ensemble=1")
+    y = V.as_1d("Y", Y).astype("float64")
+    V.check_finite("Y", y)
+    t = V.as_1d("T", T)
+    x = V.as_2d_float("X", X)
+    V.check_same_length(Y=y, T=t, X=x)
+    d = x.shape[1]
+
+    # global statistics: treatment labels, covariate/outcome moments, arm counts
+    labels = [None] * dist.get_world_size()
+    dist.all_gather_object(labels, sorted(set(np.unique(t).tolist())))
+    all_labels = sorted(set().union(*labels))
+    dims = [None] * dist.get_world_size()
+    dist.all_gather_object(dims, d)
+    if len(set(dims)) != 1:
+        raise ValueError(f"workers have different numbers of covariates: {dims}")
+    setup(est, labels=all_labels, d=d, validation=validation)
+    a = arm_index(est, t)
+    stats = torch.tensor(np.concatenate([
+        [len(y), y.sum(), (y**2).sum(), float(np.isin(y, (0.0, 1.0)).all())],
+        x.sum(0), (x**2).sum(0), np.bincount(a, minlength=est._n_arms),
+    ]), dtype=torch.float64)
+    binary_flag = stats[3].clone()
+    dist.all_reduce(stats)
+    dist.all_reduce(binary_flag, op=dist.ReduceOp.MIN)
+    n = float(stats[0])
+    x_mean = (stats[4:4 + d] / n).numpy()
+    x_var = np.maximum((stats[4 + d:4 + 2 * d] / n).numpy() - x_mean**2, 0.0)
+    y_mean = float(stats[1] / n)
+    y_var = max(float(stats[2] / n) - y_mean**2, 0.0)
+    counts = stats[4 + 2 * d:].numpy()
+    if (counts == 0).any():
+        raise ValueError("some treatment arm has no training unit on any worker")
+    seeds = preprocessing(est, binary=bool(binary_flag > 0.5), x_mean=x_mean,
+                          x_std=np.sqrt(x_var), y_mean=y_mean, y_std=float(np.sqrt(y_var)))
+    config = est.config_
+
+    from .estimator import _resolve_device
+
+    est._device = _resolve_device(est.device)
+    rank = dist.get_rank()
+    stream = batch_stream(est, [(y, t, x)], config.batch_size,
+                          np.random.default_rng([seeds[0], rank]))
+    y_val, t_val, x_val = (validation[0], validation[1], validation[2])
+    y_val = V.as_1d("Y_val", y_val).astype("float64")
+    x_val = V.as_2d_float("X_val", x_val)
+    val_idx = np.random.default_rng(seeds[0]).permutation(len(y_val))[None]
+    device_ids = [est._device.index] if est._device.type == "cuda" else None
+
+    def wrap(net):
+        return torch.nn.parallel.DistributedDataParallel(net, device_ids=device_ids)
+
+    result = train_cfr(
+        torch.as_tensor(est._standardize(x_val), dtype=torch.float32),
+        torch.as_tensor(arm_index(est, V.as_1d("T_val", t_val))),
+        torch.as_tensor((y_val - est._y_mean[0]) / est._y_scale[0], dtype=torch.float32),
+        train_idx=None,
+        val_idx=torch.as_tensor(val_idx),
+        config=config,
+        seeds=seeds,
+        n_arms=est._n_arms,
+        batch_source=lambda: next(stream),
+        arm_shares=torch.as_tensor(counts / counts.sum())[None],
+        model_wrapper=wrap,
+        gather_ipm=_gather_batches if ipm_batch == "global" else None,
+        device=est._device,
+        progress=est._show_progress() and rank == 0,
+    )
+    return finish(est, result, seeds, x_val)
