@@ -90,7 +90,11 @@ def main(argv=None):
     c.add_argument("--n-iter", type=int, default=1000)
     c.add_argument("--width", type=int, default=64)
     c.add_argument("--kind", default="percentile", choices=["percentile", "pivot", "normal"])
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     args = p.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
     {"time": run_time, "coverage": run_coverage}[args.cmd](args)
 
 
