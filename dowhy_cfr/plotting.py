@@ -439,71 +439,17 @@ def plot_representation(est, X, T, W=None, *, method: str = "tsne", random_state
 
 # ----------------------------------------------------------------------------- policy curve
 def _vector(name: str, a, n: int | None = None) -> np.ndarray:
-    arr = np.asarray(a, dtype=float)
-    if arr.ndim == 2 and 1 in arr.shape:
-        arr = arr.reshape(-1)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional; got shape {np.shape(a)}")
-    if n is not None and arr.shape[0] != n:
-        raise ValueError(f"{name} has {arr.shape[0]} entries; expected {n}")
-    return arr
+    from .metrics import _vec
 
-
-def _binary_vector(name: str, a, n: int) -> np.ndarray:
-    arr = _vector(name, a, n)
-    if not np.isin(arr, (0.0, 1.0)).all():
-        raise ValueError(f"{name} must contain only 0 and 1")
-    return arr.astype(bool)
-
-
-def _randomized_units(y, t, e):
-    """(y, t as bool, keep mask) restricted to e == 1 (all units when e is None)."""
-    y = _vector("y", y)
-    n = y.shape[0]
-    t = _binary_vector("t", t, n)
-    keep = np.ones(n, dtype=bool) if e is None else _binary_vector("e", e, n)
-    if not (t & keep).any() or not (~t & keep).any():
-        raise ValueError("the policy curve needs treated and control units among the randomized "
-                         "units (e == 1)")
-    return y, t, keep
-
-
-def _policy_value(treat: np.ndarray, y: np.ndarray, t: np.ndarray) -> float:
-    """``p(pi=1) mean(y | pi=1, t=1) + p(pi=0) mean(y | pi=0, t=0)``; an empty group's mean
-    counts as 0 (the authors' convention, also :mod:`dowhy_cfr.metrics`)."""
-    p = treat.mean()
-    m1 = y[treat & t].mean() if (treat & t).any() else 0.0
-    m0 = y[~treat & ~t].mean() if (~treat & ~t).any() else 0.0
-    return float(p * m1 + (1.0 - p) * m0)
+    return _vec(name, a, n)
 
 
 def _policy_curve(effect, y, t, e=None, n_points: int = 21):
-    """Policy risk of ``pi(x) = 1[effect(x) > threshold]`` with the threshold swept over the
-    quantiles of ``effect`` on the randomized units (``e == 1``; all units if e is None).
+    """(share treated, policy risk) of :func:`dowhy_cfr.metrics.policy_curve`."""
+    from .metrics import policy_curve
 
-    For each share ``s`` in ``linspace(0, 1, n_points)`` the policy treats the ``round(s * m)``
-    randomized units with the largest effect (ties broken by position), ``m`` = number of
-    randomized units; its risk is ``1 - (p(pi=1) mean(y | pi=1, t=1) + p(pi=0) mean(y | pi=0,
-    t=0))`` on those units (Shalit et al. 2017, Sec. 5.2). Returns (share treated, risk).
-    """
-    y, t, keep = _randomized_units(y, t, e)
-    effect = _vector("effect", effect, y.shape[0])
-    if not np.isfinite(effect[keep]).all():
-        raise ValueError("effect has non-finite values")
-    n_points = int(n_points)
-    if n_points < 2:
-        raise ValueError("n_points must be at least 2")
-    tau, yk, tk = effect[keep], y[keep], t[keep]
-    m = tau.shape[0]
-    order = np.argsort(-tau, kind="stable")
-    shares, risks = [], []
-    for s in np.linspace(0.0, 1.0, n_points):
-        k = int(np.floor(s * m + 0.5))
-        treat = np.zeros(m, dtype=bool)
-        treat[order[:k]] = True
-        shares.append(k / m)
-        risks.append(1.0 - _policy_value(treat, yk, tk))
-    return np.asarray(shares), np.asarray(risks)
+    curve = policy_curve(effect, y, t, e, n_points=n_points)
+    return curve["share_treated"].to_numpy(), curve["policy_risk"].to_numpy()
 
 
 def plot_policy_curve(effect=None, y=None, t=None, *, e=None, share_treated=None,
@@ -568,8 +514,10 @@ def plot_policy_curve(effect=None, y=None, t=None, *, e=None, share_treated=None
     for name, (s, r) in curves.items():
         ax.plot(s, r, marker="o", markersize=3, label=name)
     if random_policy and y is not None and t is not None:
-        yy, tt, keep = _randomized_units(y, t, e)
-        m1, m0 = yy[keep & tt].mean(), yy[keep & ~tt].mean()
+        from .metrics import _randomized
+
+        _, yy, tt = _randomized(np.zeros(len(np.asarray(y))), y, t, e)
+        m1, m0 = yy[tt].mean(), yy[~tt].mean()
         ax.plot([0.0, 1.0], [1.0 - m0, 1.0 - m1], color="0.5", linestyle="--",
                 label="random policy")
     ax.set_xlabel("share of units treated (inclusion rate)")
