@@ -94,7 +94,10 @@ def main(argv=None) -> int:
 
     _rule("1. Identify")
     model = CausalModel(data=df, treatment="t", outcome="y", common_causes=covariates)
-    estimand = model.identify_effect(proceed_when_unidentifiable=True)
+    # the backdoor set is known here (all covariates); DoWhy's default search over adjustment sets
+    # takes about a minute with 25 common causes, "maximal-adjustment" finds the same set at once
+    estimand = model.identify_effect(method_name="maximal-adjustment",
+                                     proceed_when_unidentifiable=True)
     backdoor = sorted(estimand.get_backdoor_variables(), key=covariates.index)
     print(f"{estimand.estimand_type.name}: backdoor adjustment for {len(backdoor)} variables")
     print(f"  d/dt E[y | {', '.join(backdoor)}]")

@@ -18,13 +18,13 @@ DoWhy resolves ``"<identifier>.<name>"`` by importing the module
 puts three small *alias modules* into :data:`sys.modules` -- nothing is written to disk and no
 DoWhy function is replaced for these names:
 
-=========================================== ====================== ==========================
-module name                                 class attribute        used for
-=========================================== ====================== ==========================
-``dowhy.causal_estimators.cfr_estimator``    ``CfrEstimator``       ``"backdoor.cfr"``
-``dowhy.causal_estimators.tarnet_estimator`` ``TarnetEstimator``    ``"backdoor.tarnet"``
-``dowhy.causal_estimators.dowhy_cfr``        ``DowhyCfr``           ``"backdoor.dowhy_cfr.*"``
-=========================================== ====================== ==========================
+============================================ ===================== ==========================
+module name                                  class attribute       used for
+============================================ ===================== ==========================
+``dowhy.causal_estimators.cfr_estimator``     ``CfrEstimator``      ``"backdoor.cfr"``
+``dowhy.causal_estimators.tarnet_estimator``  ``TarnetEstimator``   ``"backdoor.tarnet"``
+``dowhy.causal_estimators.dowhy_cfr``         ``DowhyCfr``          ``"backdoor.dowhy_cfr.*"``
+============================================ ===================== ==========================
 
 The third one is what makes dotted names under this package work once it is imported, among them
 the name EconML's ``est.dowhy`` builds (``"backdoor.dowhy_cfr.estimator.CFR"``): DoWhy first
