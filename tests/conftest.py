@@ -39,9 +39,10 @@ def data():
     return make_confounded()
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(scope="session", autouse=True)
 def _torch_threads():
     # Tiny networks gain nothing from intra-op threads, and on a busy 2-core machine OpenMP
-    # spinning makes them many times slower: tests run torch single-threaded.
+    # spinning makes them many times slower: tests run torch single-threaded. Session scope, so
+    # that module-scoped fixtures that fit models run single-threaded too.
     torch.set_num_threads(1)
     yield

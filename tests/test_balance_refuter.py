@@ -32,19 +32,7 @@ IPMS = ("mmd2_lin", "mmd2_rbf", "wass")
 N_PERM = 19  # smallest count whose p-value can reach 0.05
 
 
-@pytest.fixture(autouse=True)
-def _torch_threads():
-    """Overrides conftest's 2 threads (see _one_torch_thread)."""
-    yield
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    # tiny networks; 2 threads were measured 10-50x slower on the loaded shared machine
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+# torch runs single-threaded in tests: see conftest.py
 
 
 def make_data(n=600, seed=0, confounding=1.2):

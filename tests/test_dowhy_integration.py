@@ -38,20 +38,7 @@ COLS = ["W0", "W1", "X0"]
 TOL = 0.35  # ~1.8x the largest measured error (0.19); the naive estimate is off by > 2
 
 
-@pytest.fixture(autouse=True)
-def _torch_threads():
-    """Overrides conftest's 2 threads (see _one_torch_thread)."""
-    yield
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    # These tiny networks gain nothing from intra-op threads, and on the shared 2-core machine
-    # 2 threads were measured 10-50x slower under load.
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+# torch runs single-threaded in tests: see conftest.py
 
 
 def make_data(n=1000, seed=0):

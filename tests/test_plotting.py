@@ -18,22 +18,7 @@ from dowhy_cfr import CFR, CFRBootstrapInference, TARNet  # noqa: E402
 from dowhy_cfr import plotting  # noqa: E402
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """One torch thread for this module, fits included (module fixtures run before conftest's
-    function-level ``_torch_threads``): on a shared 2-core machine two OpenMP threads spin and
-    slow the tiny fits and sklearn's t-SNE down several-fold."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(autouse=True)
-def _torch_threads():
-    """Overrides conftest's fixture of the same name (which sets two threads)."""
-    torch.set_num_threads(1)
-    yield
+# torch runs single-threaded in tests: see conftest.py
 
 
 @pytest.fixture(scope="module")
