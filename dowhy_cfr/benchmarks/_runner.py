@@ -20,6 +20,23 @@ def progress_bar(total: int, desc: str, enabled: bool):
     return tqdm(total=total, desc=desc, disable=not enabled, leave=False, dynamic_ncols=True)
 
 
+def headless_pyplot(what: str):
+    """matplotlib.pyplot on the Agg backend, or None (with a hint on stderr) when matplotlib is
+    not installed; ``what`` names the plot that is skipped."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        import sys
+
+        print(f"matplotlib is not installed: skipping the {what} "
+              '(pip install "dowhy-cfr[plots]")', file=sys.stderr)
+        return None
+    return plt
+
+
 def chunks(items, size: int):
     """Consecutive pieces of ``items`` of at most ``size`` elements."""
     size = max(1, int(size))

@@ -18,7 +18,6 @@ reported relative error is the mean over realizations of ``sqrt_PEHE(alpha) / sq
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +28,7 @@ from sklearn.preprocessing import StandardScaler
 
 from ..datasets import ihdp_split, load_ihdp_many
 from ..metrics import sqrt_pehe
-from ._runner import chunks, fit_cfr_stacked, progress_bar
+from ._runner import chunks, fit_cfr_stacked, headless_pyplot, progress_bar
 
 __all__ = ["biased_subsample", "run_imbalance", "plot_imbalance"]
 
@@ -148,14 +147,8 @@ def _se(v) -> float:
 
 def plot_imbalance(summary: pd.DataFrame, path) -> Path | None:
     """Relative error vs alpha (log axis, alpha > 0) per q; None without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: skipping the imbalance plot "
-              '(pip install "dowhy-cfr[plots]")', file=sys.stderr)
+    plt = headless_pyplot("imbalance plot")
+    if plt is None:
         return None
     fig, ax = plt.subplots(figsize=(6, 4))
     for q, g in summary[summary["alpha"] > 0].groupby("q"):

@@ -14,7 +14,6 @@ averaged over splits) is written as CSV and, when matplotlib is installed, as a 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +22,7 @@ import pandas as pd
 from ..datasets import jobs_splits, load_jobs
 from ..metrics import att_error, policy_curve, policy_risk
 from . import report
-from ._runner import chunks, fit_baseline, fit_cfr_stacked, progress_bar
+from ._runner import chunks, fit_baseline, fit_cfr_stacked, headless_pyplot, progress_bar
 from .methods import CFR_METHODS, display_name
 
 __all__ = ["run_jobs", "JOBS_COLUMNS", "plot_policy_curves"]
@@ -112,14 +111,8 @@ def run_jobs(methods, *, settings: dict, variant: str = "lalonde", n_splits: int
 def plot_policy_curves(curves: pd.DataFrame, path) -> Path | None:
     """Plot the mean out-of-sample policy curve per method; None (with a message) without
     matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: skipping the policy-curve plot "
-              '(pip install "dowhy-cfr[plots]")', file=sys.stderr)
+    plt = headless_pyplot("policy-curve plot")
+    if plt is None:
         return None
     mean = (curves.groupby(["method", "share_treated"], sort=False)["policy_risk"].mean()
             .reset_index())
