@@ -1,6 +1,7 @@
 """Stacked bootstrap: wall time of 100 replicas vs one fit, and empirical interval coverage.
 
     python benchmarks/bootstrap.py time      # one fit vs 100 stacked replicas (IHDP realization 1)
+    python benchmarks/bootstrap.py time --replica-steps early_stopping
     python benchmarks/bootstrap.py coverage --seeds 50
                                              # coverage of 90%/95% intervals for ATE and tau(x)
 
@@ -33,24 +34,38 @@ def _design(n, seed):
 def run_time(args):
     from dowhy_cfr.datasets import load_ihdp
 
-    d = load_ihdp(1)
-    params = dict(n_iter=args.n_iter, random_state=0, verbose=0, patience=None)
+    d = load_ihdp(args.realization)
+    params = dict(n_iter=args.n_iter, random_state=0, verbose=0)
     t0 = time.perf_counter()
-    CFR(**params).fit(d.yf, d.t, X=d.x)
+    single = CFR(**params).fit(d.yf, d.t, X=d.x)
     one = time.perf_counter() - t0
+    steps = _steps(args.replica_steps)
     t0 = time.perf_counter()
-    CFR(**params).fit(d.yf, d.t, X=d.x,
-                      inference=CFRBootstrapInference(args.replicas, random_state=0))
+    est = CFR(**params).fit(d.yf, d.t, X=d.x, inference=CFRBootstrapInference(
+        args.replicas, random_state=0, replica_steps=steps))
     boot = time.perf_counter() - t0
-    res = {"n_iter": args.n_iter, "one_fit_s": round(one, 1),
-           "fit_plus_replicas_s": round(boot, 1), "replicas": args.replicas,
-           "replicas_only_s": round(boot - one, 1), "ratio_to_one_fit": round((boot - one) / one, 1)}
+    reps = est._inference._est._instances
+    rep_steps = [int(r.history_["step"].max()) for r in reps]
+    res = {"realization": args.realization, "n_iter": args.n_iter,
+           "one_fit_s": round(one, 1), "one_fit_steps": int(single.n_iter_),
+           "one_fit_best_step": int(single.best_iteration_[0]),
+           "replica_steps": args.replica_steps, "replicas": args.replicas,
+           "replica_steps_mean": round(float(np.mean(rep_steps)), 1),
+           "fit_plus_replicas_s": round(boot, 1), "replicas_only_s": round(boot - one, 1),
+           "ratio_to_one_fit": round((boot - one) / one, 1)}
     print(json.dumps(res))
 
 
+def _steps(value):
+    return int(value) if str(value).isdigit() else value
+
+
 def run_coverage(args):
-    params = dict(n_rep_layers=2, rep_dim=args.width, n_head_layers=2, head_dim=args.width,
-                  n_iter=args.n_iter, batch_size=100, verbose=0)
+    if args.default_net:  # the estimator's defaults: 3x200 representation, 3x100 heads, 3000 it
+        params = dict(verbose=0)
+    else:
+        params = dict(n_rep_layers=2, rep_dim=args.width, n_head_layers=2, head_dim=args.width,
+                      n_iter=args.n_iter, batch_size=100, verbose=0)
     hits = {("ate", a): [] for a in (0.1, 0.05)}
     hits.update({("tau", a): [] for a in (0.1, 0.05)})
     widths = {("ate", a): [] for a in (0.1, 0.05)}
@@ -59,7 +74,8 @@ def run_coverage(args):
         X, T, Y, tau = _design(args.n, seed)
         est = CFR(random_state=seed, **params).fit(
             Y, T, X=X, inference=CFRBootstrapInference(args.replicas, bootstrap_type=args.kind,
-                                                       random_state=seed))
+                                                       random_state=seed,
+                                                       replica_steps=_steps(args.replica_steps)))
         for a in (0.1, 0.05):
             lo, hi = est.ate_interval(X, alpha=a)
             hits[("ate", a)].append(lo <= tau.mean() <= hi)
@@ -73,7 +89,9 @@ def run_coverage(args):
     out.update({f"ate_width_{int(100 * (1 - a))}": round(float(np.mean(v)), 3)
                 for (_, a), v in widths.items()})
     out.update({"seeds": args.seeds, "n": args.n, "replicas": args.replicas, "kind": args.kind,
-                "n_iter": args.n_iter, "width": args.width})
+                "replica_steps": args.replica_steps,
+                "network": "default" if args.default_net else f"2x{args.width}, n_iter={args.n_iter}",
+                "seconds": round(time.perf_counter() - t0)})
     print(json.dumps(out))
 
 
@@ -83,6 +101,9 @@ def main(argv=None):
     t = sub.add_parser("time")
     t.add_argument("--replicas", type=int, default=100)
     t.add_argument("--n-iter", type=int, default=3000)
+    t.add_argument("--realization", type=int, default=1)
+    t.add_argument("--replica-steps", default="fitted",
+                   help="'fitted' (default), 'early_stopping' or a number of steps")
     c = sub.add_parser("coverage")
     c.add_argument("--seeds", type=int, default=50)
     c.add_argument("--n", type=int, default=1000)
@@ -90,6 +111,9 @@ def main(argv=None):
     c.add_argument("--n-iter", type=int, default=1000)
     c.add_argument("--width", type=int, default=64)
     c.add_argument("--kind", default="percentile", choices=["percentile", "pivot", "normal"])
+    c.add_argument("--replica-steps", default="fitted")
+    c.add_argument("--default-net", action="store_true",
+                   help="the estimator's default network and schedule (ignores --width/--n-iter)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     args = p.parse_args(argv)
     import torch

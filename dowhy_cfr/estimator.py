@@ -40,6 +40,13 @@ def _plain(v):
     return v.item() if isinstance(v, np.generic) else v
 
 
+def _resample_within_arms(units: np.ndarray, arms: np.ndarray, rng) -> np.ndarray:
+    """Draw ``len(units)`` of ``units`` with replacement, keeping each arm's count (sorted)."""
+    parts = [rng.choice(units[arms[units] == a], size=int((arms[units] == a).sum()))
+             for a in np.unique(arms[units])]
+    return np.sort(np.concatenate(parts))
+
+
 def _interactive() -> bool:
     if "ipykernel" in sys.modules:
         return True
@@ -383,9 +390,15 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
             raise ValueError(f"n_ensemble={k!r} is invalid: it must be a positive integer")
         return int(k)
 
-    def _train(self, xw, arms, y, seeds, rows=None):
+    def _train(self, xw, arms, y, seeds, rows=None, split=None):
         """Train ``K = len(seeds)`` networks: member k on outcomes ``y[k]`` / arms ``arms[k]``
-        (shape (K, n)) of the units ``rows[k]`` (default: all), sharing the covariates ``xw``."""
+        (shape (K, n)) of the units ``rows[k]`` (default: all), sharing the covariates ``xw``.
+
+        ``split = (train_idx, val_idx)`` (each (K, m)) fixes the training/validation rows
+        instead of splitting ``rows`` (the bootstrap resamples each side of a unit-level split).
+        """
+        if split is not None:
+            rows = np.concatenate(split, axis=1)
         loss = self._resolve_loss(y)
         config = self._config(loss)
         # fitted preprocessing: standardise every covariate, and Y (per member) for the squared loss
@@ -405,7 +418,7 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         self.config_ = config
         self.loss_ = loss
 
-        train_idx, val_idx = self._split(arms, rows, seeds, config)
+        train_idx, val_idx = self._split(arms, rows, seeds, config) if split is None else split
         n_train = train_idx.shape[1]
         if config.batch_size > n_train:
             warnings.warn(
@@ -439,13 +452,18 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         self.seeds_ = list(seeds)
         return result
 
-    def _bootstrap_replicas(self, Y, T, *, X=None, W=None, n_replicas, random_state=None):
+    def _bootstrap_replicas(self, Y, T, *, X=None, W=None, n_replicas, random_state=None,
+                            n_steps=None):
         """``n_replicas`` fitted copies of this estimator, each trained on a resample of the
         units drawn with replacement within each treatment arm -- all in one stacked pass.
 
         With ``n_ensemble = E`` every replica is itself an ensemble of E networks (K = B * E).
+        ``n_steps`` trains every replica for that many steps without early stopping (the best
+        validation checkpoint among them is kept); None trains them like the estimator.
         """
         template = clone(self)
+        if n_steps is not None:
+            template.set_params(n_iter=int(n_steps), patience=None)
         template._prefit(Y, T, X=X, W=W)
         xw, arms, y = template._check_fit_inputs(Y, T, X, W)
         base = self.random_state if random_state is None else random_state
@@ -455,20 +473,31 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
             rng = np.random.default_rng(check_random_state(base).randint(0, 2**31 - 1))
         e = template._check_n_ensemble()
         n = len(arms)
-        by_arm = [np.flatnonzero(arms == a) for a in range(template._n_arms)]
-        rows = np.empty((n_replicas, n), dtype=np.int64)
-        for b in range(n_replicas):
-            rows[b] = np.sort(np.concatenate([rng.choice(ix, size=len(ix)) for ix in by_arm]))
         seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=n_replicas * e)]
+        # Split the *units* into training and validation first (the estimator's own stratified
+        # split, with the replica's seed), then resample each side with replacement within each
+        # arm. Resampling first and splitting the resample would put copies of one unit on both
+        # sides: the validation loss would then reward memorising the training units and early
+        # stopping would come late.
+        config = template._config(template._resolve_loss(y[None, :]))
+        all_units = np.arange(n)[None, :]
+        train_rows, val_rows = [], []
+        for b in range(n_replicas):
+            tr, va = template._split(arms[None, :], all_units, [seeds[b * e]], config)
+            train_rows.append(_resample_within_arms(tr[0], arms, rng))
+            val_rows.append(_resample_within_arms(va[0], arms, rng))
+        train_rows = np.repeat(np.stack(train_rows), e, axis=0)
+        val_rows = np.repeat(np.stack(val_rows), e, axis=0)
+        rows = np.concatenate([train_rows, val_rows], axis=1)
         k = n_replicas * e
         template._train(xw, np.tile(arms, (k, 1)), np.tile(y, (k, 1)), seeds,
-                        rows=np.repeat(rows, e, axis=0))
+                        split=(train_rows, val_rows))
         template._postfit(Y, T, X=X, W=W)
         template._inference = None
         replicas = []
         for b in range(n_replicas):
             rep = template._member(list(range(b * e, (b + 1) * e)))
-            rep._finish(xw[rows[b]])
+            rep._finish(xw[rows[b * e]])
             replicas.append(rep)
         return replicas
 

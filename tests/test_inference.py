@@ -89,3 +89,58 @@ def test_invalid_arguments():
         CFRBootstrapInference(1)
     with pytest.raises(ValueError, match="bootstrap_type"):
         CFRBootstrapInference(10, bootstrap_type="studentized")
+
+
+def test_bootstrap_validation_units_never_in_training(monkeypatch):
+    """Each replica splits the units first, then resamples each side within arms: no unit has
+    copies on both sides, and each side keeps the estimator's per-arm split sizes."""
+    X, T, Y, _ = make_confounded(n=160)
+    seen = {}
+    original = CFR._train
+
+    def spy(self, xw, arms, y, seeds, rows=None, split=None):
+        seen.setdefault("splits", []).append(split)
+        return original(self, xw, arms, y, seeds, rows=rows, split=split)
+
+    monkeypatch.setattr(CFR, "_train", spy)
+    CFR(**FAST).fit(Y, T, X=X, inference=CFRBootstrapInference(6, random_state=3))
+    plain, boot_split = seen["splits"]
+    assert plain is None  # the estimator's own fit splits as usual
+    train, val = boot_split
+    assert train.shape[0] == val.shape[0] == 6
+    t = np.asarray(T)
+    n_val_treated = int(np.ceil(t.sum() * FAST.get("val_fraction", 0.3)))
+    for k in range(6):
+        assert not set(train[k]) & set(val[k])
+        assert len(set(train[k])) < train.shape[1]  # resampled: some units repeat
+        assert t[train[k]].sum() + t[val[k]].sum() == t.sum()  # arm sizes kept
+        assert abs(t[val[k]].sum() - n_val_treated) <= 1
+    assert len({tuple(v) for v in val}) == 6  # every replica has its own split
+
+
+@pytest.mark.parametrize("steps", ["fitted", "early_stopping", 17])
+def test_replica_steps(steps):
+    """Replicas train for the estimator's early-stopped step count (default), with their own
+    early stopping, or for a given number of steps."""
+    X, T, Y, _ = make_confounded(n=200, seed=7)
+    params = {**TINY, "n_iter": 600, "eval_every": 10, "patience": 3, "learning_rate": 0.01}
+    est = CFR(**params).fit(Y, T, X=X, inference=CFRBootstrapInference(
+        4, random_state=0, replica_steps=steps))
+    reps = est._inference._est._instances
+    if steps == "fitted":
+        expected = int(est.best_iteration_[0])
+        assert 0 < expected < est.n_iter_  # early stopping ran past the kept step
+        assert all(r.n_iter == expected and r.patience is None for r in reps)
+        assert all(r.history_["step"].max() == expected for r in reps)
+    elif steps == "early_stopping":
+        assert all(r.n_iter == 600 and r.patience == 3 for r in reps)
+    else:
+        assert all(r.history_["step"].max() == 17 for r in reps)
+    lo, hi = est.effect_interval(X[:5], alpha=0.1)
+    assert np.all(lo < hi)
+
+
+def test_invalid_replica_steps():
+    for bad in ("quick", 0, True, 2.5):
+        with pytest.raises(ValueError, match="replica_steps"):
+            CFRBootstrapInference(10, replica_steps=bad)

@@ -65,6 +65,10 @@ def _common(p: argparse.ArgumentParser, *, methods: bool = True):
     p.add_argument("--alpha-mmd", type=float, default=DEFAULT_ALPHA_MMD,
                    help=f"alpha of CFR-MMD (default {DEFAULT_ALPHA_MMD})")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--workers", type=int, default=1,
+                   help="worker processes fitting stacks / baselines in parallel, each with "
+                        "--threads torch threads (default 1: inline). On a quiet 2-core machine "
+                        "use --workers 2 --threads 1")
     _threads(p)
     if methods:
         p.add_argument("--methods", type=_methods, default=list(ALL_METHODS),
@@ -137,7 +141,8 @@ def main(argv=None) -> int:
 
         raw, summary, md = run_ihdp(args.realizations, args.methods, settings=_settings(args),
                                     stack=args.stack, seed=args.seed,
-                                    progress=not args.no_progress)
+                                    progress=not args.no_progress, workers=args.workers,
+                                    threads=args.threads)
         report.write_outputs(args.out, "ihdp", raw, summary, md)
     elif args.command == "jobs":
         from .jobs import plot_policy_curves, run_jobs
@@ -146,7 +151,7 @@ def main(argv=None) -> int:
             raw, summary, md, curves = run_jobs(
                 args.methods, settings=_settings(args), variant=args.variant,
                 n_splits=args.splits, stack=args.stack, seed=args.seed,
-                progress=not args.no_progress)
+                progress=not args.no_progress, workers=args.workers, threads=args.threads)
         except ModuleNotFoundError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -164,7 +169,8 @@ def main(argv=None) -> int:
         raw, summary, md = run_imbalance(args.realizations, args.q, args.alphas,
                                          settings=_settings(args), n_keep=args.n_keep,
                                          stack=args.stack, seed=args.seed,
-                                         progress=not args.no_progress)
+                                         progress=not args.no_progress,
+                                         workers=args.workers, threads=args.threads)
         report.write_outputs(args.out, "imbalance", raw, summary, md)
         if args.out is not None:
             from pathlib import Path

@@ -11,13 +11,15 @@ in it.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
 
 from ..datasets import ihdp_split, load_ihdp_many
 from ..metrics import ate_error, sqrt_pehe
 from . import report
-from ._runner import chunks, fit_baseline, fit_cfr_stacked, progress_bar
+from ._runner import TaskPool, baseline_task, cfr_task, chunks, progress_bar
 from .methods import CFR_METHODS
 
 __all__ = ["run_ihdp", "IHDP_COLUMNS"]
@@ -46,7 +48,7 @@ def _row(method, r, tau, tau_true, within, test, seconds, **extra):
 
 
 def run_ihdp(realizations, methods, *, settings: dict, stack: int = 25, seed: int = 0,
-             progress: bool = True):
+             progress: bool = True, workers: int = 1, threads: int = 1):
     """Run the IHDP benchmark.
 
     Parameters
@@ -64,6 +66,9 @@ def run_ihdp(realizations, methods, *, settings: dict, stack: int = 25, seed: in
         ``seed + i``).
     progress : bool
         Show a tqdm progress bar.
+    workers, threads : int
+        Worker processes running stacks / baseline fits in parallel, and torch threads in each
+        (:class:`~dowhy_cfr.benchmarks._runner.TaskPool`; ``workers=1`` runs inline).
 
     Returns
     -------
@@ -78,33 +83,39 @@ def run_ihdp(realizations, methods, *, settings: dict, stack: int = 25, seed: in
     tau_true_all = data["mu1"] - data["mu0"]
     splits = [ihdp_split(x.shape[0], seed=int(r)) for r in reals]
     rows = []
+    walls = {}
     bar = progress_bar(len(reals) * len(methods), "IHDP", progress)
     try:
-        for method in methods:
-            bar.set_description(f"IHDP {method}")
-            if method in CFR_METHODS:
-                for piece in chunks(list(range(len(reals))), stack):
-                    units = np.stack([splits[i].within for i in piece])
-                    taus, secs, members = fit_cfr_stacked(
-                        method, x, t, data["yf"][piece], units, settings=settings,
-                        seed=seed + piece[0])
-                    for j, i in enumerate(piece):
-                        rows.append(_row(method, reals[i], taus[j], tau_true_all[i],
-                                         splits[i].within, splits[i].test, secs / len(piece),
-                                         best_step=int(members[j].best_iteration_[0])))
-                    bar.update(len(piece))
-            else:
-                for i, r in enumerate(reals):
-                    w = splits[i].within
-                    tau, secs = fit_baseline(method, x[w], t[w], data["yf"][i][w], x,
-                                             binary=False, seed=seed + int(r),
-                                             tiny=settings["tiny"])
-                    rows.append(_row(method, r, tau, tau_true_all[i], w, splits[i].test, secs))
-                    bar.update(1)
+        with TaskPool(workers, threads) as pool:
+            for method in methods:
+                bar.set_description(f"IHDP {method}")
+                start = time.perf_counter()
+                if method in CFR_METHODS:
+                    pieces = chunks(list(range(len(reals))), stack)
+                    tasks = [(method, x, t, data["yf"][piece],
+                              np.stack([splits[i].within for i in piece]), None, settings,
+                              seed + piece[0]) for piece in pieces]
+                    results = pool.map(cfr_task, tasks,
+                                       lambda k, _: bar.update(len(pieces[k])))
+                    for piece, (taus, secs, best) in zip(pieces, results):
+                        for j, i in enumerate(piece):
+                            rows.append(_row(method, reals[i], taus[j], tau_true_all[i],
+                                             splits[i].within, splits[i].test,
+                                             secs / len(piece), best_step=best[j]))
+                else:
+                    tasks = [(method, x[splits[i].within], t[splits[i].within],
+                              data["yf"][i][splits[i].within], x, False, seed + int(r),
+                              settings["tiny"]) for i, r in enumerate(reals)]
+                    results = pool.map(baseline_task, tasks, lambda k, _: bar.update(1))
+                    for i, (tau, secs) in enumerate(results):
+                        rows.append(_row(method, reals[i], tau, tau_true_all[i],
+                                         splits[i].within, splits[i].test, secs))
+                walls[method] = time.perf_counter() - start
     finally:
         bar.close()
     raw = pd.DataFrame(rows)
     summary = report.summarize(raw, METRICS)
+    summary["wall_s"] = summary["method"].map(walls)
     md = [
         f"## IHDP: {len(reals)} realization(s) ({_describe(reals)}), mean ± standard error",
         "",
@@ -113,6 +124,8 @@ def run_ihdp(realizations, methods, *, settings: dict, stack: int = 25, seed: in
         "Medians:",
         "",
         report.median_table(summary, [(f"{g}: {lab}", m) for g, lab, m in IHDP_COLUMNS]),
+        "",
+        report.wall_line(walls, workers),
         "",
         _settings_line(settings, stack),
     ]

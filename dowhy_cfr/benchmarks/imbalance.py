@@ -28,7 +28,7 @@ from sklearn.preprocessing import StandardScaler
 
 from ..datasets import ihdp_split, load_ihdp_many
 from ..metrics import sqrt_pehe
-from ._runner import chunks, fit_cfr_stacked, headless_pyplot, progress_bar
+from ._runner import TaskPool, cfr_task, chunks, headless_pyplot, progress_bar
 
 __all__ = ["biased_subsample", "run_imbalance", "plot_imbalance"]
 
@@ -71,7 +71,8 @@ def biased_subsample(x, t, q: float, *, n_keep: int = 400, rng=None) -> np.ndarr
 
 
 def run_imbalance(realizations, qs, alphas, *, settings: dict, n_keep: int = 400,
-                  stack: int = 25, seed: int = 0, progress: bool = True):
+                  stack: int = 25, seed: int = 0, progress: bool = True, workers: int = 1,
+                  threads: int = 1):
     """Run the experiment; returns ``(raw, summary, markdown)``.
 
     ``raw`` has one row per (q, alpha, realization) with within- and out-of-sample root PEHE;
@@ -85,35 +86,37 @@ def run_imbalance(realizations, qs, alphas, *, settings: dict, n_keep: int = 400
     tau_true = data["mu1"] - data["mu0"]
     rows = []
     bar = progress_bar(len(qs) * len(alphas) * len(reals), "imbalance", progress)
+    tasks, meta = [], []
+    for q in qs:
+        subs, splits = [], []
+        for r in reals:
+            sub = biased_subsample(x, t, q, n_keep=n_keep,
+                                   rng=[int(seed), int(r), int(round(1000 * q))])
+            sp = ihdp_split(len(sub), seed=int(r))
+            subs.append(sub)
+            splits.append((sub[sp.within], sub[sp.test]))
+        for alpha in alphas:
+            s = dict(settings, alpha_wass=alpha)
+            method = "CFR-Wass" if alpha > 0 else "TARNet"
+            for piece in chunks(list(range(len(reals))), stack):
+                units = np.stack([splits[i][0] for i in piece])
+                tasks.append((method, x, t, data["yf"][piece], units, None, s, seed + piece[0]))
+                meta.append((q, alpha, piece, subs, splits))
     try:
-        for q in qs:
-            subs, splits = [], []
-            for r in reals:
-                sub = biased_subsample(x, t, q, n_keep=n_keep,
-                                       rng=[int(seed), int(r), int(round(1000 * q))])
-                sp = ihdp_split(len(sub), seed=int(r))
-                subs.append(sub)
-                splits.append((sub[sp.within], sub[sp.test]))
-            for alpha in alphas:
-                bar.set_description(f"imbalance q={q} alpha={alpha:g}")
-                s = dict(settings, alpha_wass=alpha)
-                method = "CFR-Wass" if alpha > 0 else "TARNet"
-                for piece in chunks(list(range(len(reals))), stack):
-                    units = np.stack([splits[i][0] for i in piece])
-                    taus, secs, _ = fit_cfr_stacked(method, x, t, data["yf"][piece], units,
-                                                    settings=s, seed=seed + piece[0])
-                    for j, i in enumerate(piece):
-                        w, te = splits[i]
-                        rows.append(dict(
-                            q=q, alpha=alpha, realization=reals[i],
-                            treated_share=float(t[subs[i]].mean()),
-                            within_pehe=sqrt_pehe(tau_true[i][w], taus[j][w]),
-                            out_pehe=sqrt_pehe(tau_true[i][te], taus[j][te]),
-                            time_s=secs / len(piece),
-                        ))
-                    bar.update(len(piece))
+        with TaskPool(workers, threads) as pool:
+            results = pool.map(cfr_task, tasks, lambda k, _: bar.update(len(meta[k][2])))
     finally:
         bar.close()
+    for (q, alpha, piece, subs, splits), (taus, secs, _) in zip(meta, results):
+        for j, i in enumerate(piece):
+            w, te = splits[i]
+            rows.append(dict(
+                q=q, alpha=alpha, realization=reals[i],
+                treated_share=float(t[subs[i]].mean()),
+                within_pehe=sqrt_pehe(tau_true[i][w], taus[j][w]),
+                out_pehe=sqrt_pehe(tau_true[i][te], taus[j][te]),
+                time_s=secs / len(piece),
+            ))
     raw = pd.DataFrame(rows)
     base = raw[raw["alpha"] == 0.0].set_index(["q", "realization"])["out_pehe"]
     raw["relative_out_pehe"] = raw["out_pehe"].to_numpy() / base.loc[

@@ -14,6 +14,7 @@ averaged over splits) is written as CSV and, when matplotlib is installed, as a 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ import pandas as pd
 from ..datasets import jobs_splits, load_jobs
 from ..metrics import att_error, policy_curve, policy_risk
 from . import report
-from ._runner import chunks, fit_baseline, fit_cfr_stacked, headless_pyplot, progress_bar
+from ._runner import TaskPool, baseline_task, cfr_task, chunks, headless_pyplot, progress_bar
 from .methods import CFR_METHODS, display_name
 
 __all__ = ["run_jobs", "JOBS_COLUMNS", "plot_policy_curves"]
@@ -54,7 +55,8 @@ def _evaluate(name, i, tau, d, split, seconds, curve_points):
 
 
 def run_jobs(methods, *, settings: dict, variant: str = "lalonde", n_splits: int = 10,
-             stack: int = 25, seed: int = 0, curve_points: int = 21, progress: bool = True):
+             stack: int = 25, seed: int = 0, curve_points: int = 21, progress: bool = True,
+             workers: int = 1, threads: int = 1):
     """Run the Jobs benchmark; returns ``(raw, summary, markdown, curves)``.
 
     ``curves`` holds the out-of-sample policy curve of every method and split (columns
@@ -65,42 +67,47 @@ def run_jobs(methods, *, settings: dict, variant: str = "lalonde", n_splits: int
     d = load_jobs(variant)
     splits = jobs_splits(d.t, d.e, n_splits=n_splits, seed=seed)
     rows, curves = [], []
+    walls = {}
     bar = progress_bar(len(splits) * len(methods), "Jobs", progress)
     try:
-        for method in methods:
-            name = display_name(method, binary=True)
-            bar.set_description(f"Jobs {name}")
-            if method in CFR_METHODS:
-                for piece in chunks(list(range(len(splits))), stack):
-                    units = np.stack([splits[i].within for i in piece])
-                    ys = np.tile(d.y, (len(piece), 1))
-                    taus, secs, _ = fit_cfr_stacked(method, d.x, d.t, ys, units,
-                                                    settings=settings, seed=seed + piece[0])
-                    for j, i in enumerate(piece):
-                        r, c = _evaluate(name, i, taus[j], d, splits[i], secs / len(piece),
-                                         curve_points)
-                        rows.append(r)
-                        curves.append(c)
-                    bar.update(len(piece))
-            else:
-                for i, sp in enumerate(splits):
-                    w = sp.within
-                    tau, secs = fit_baseline(method, d.x[w], d.t[w], d.y[w], d.x, binary=True,
-                                             seed=seed + i, tiny=settings["tiny"])
-                    r, c = _evaluate(name, i, tau, d, sp, secs, curve_points)
+        with TaskPool(workers, threads) as pool:
+            for method in methods:
+                name = display_name(method, binary=True)
+                bar.set_description(f"Jobs {name}")
+                start = time.perf_counter()
+                if method in CFR_METHODS:
+                    pieces = chunks(list(range(len(splits))), stack)
+                    tasks = [(method, d.x, d.t, np.tile(d.y, (len(piece), 1)),
+                              np.stack([splits[i].within for i in piece]), None, settings,
+                              seed + piece[0]) for piece in pieces]
+                    results = pool.map(cfr_task, tasks,
+                                       lambda k, _: bar.update(len(pieces[k])))
+                    fitted = [(i, taus[j], secs / len(piece))
+                              for piece, (taus, secs, _) in zip(pieces, results)
+                              for j, i in enumerate(piece)]
+                else:
+                    tasks = [(method, d.x[sp.within], d.t[sp.within], d.y[sp.within], d.x, True,
+                              seed + i, settings["tiny"]) for i, sp in enumerate(splits)]
+                    results = pool.map(baseline_task, tasks, lambda k, _: bar.update(1))
+                    fitted = [(i, tau, secs) for i, (tau, secs) in enumerate(results)]
+                for i, tau, secs in fitted:
+                    r, c = _evaluate(name, i, tau, d, splits[i], secs, curve_points)
                     rows.append(r)
                     curves.append(c)
-                    bar.update(1)
+                walls[name] = time.perf_counter() - start
     finally:
         bar.close()
     raw = pd.DataFrame(rows)
     curves = pd.concat(curves, ignore_index=True)
     summary = report.summarize(raw, METRICS)
+    summary["wall_s"] = summary["method"].map(walls)
     md = "\n".join([
         f"## Jobs ({variant}: {d.n_units} units, {int(d.e.sum())} randomized), {len(splits)} "
         f"split(s), mean ± standard error",
         "",
         report.paper_table(summary, JOBS_COLUMNS, digits=3),
+        "",
+        report.wall_line(walls, workers),
         "",
         f"True ATT on all randomized units: {d.att:.4f}. Policy: treat if the estimated effect "
         f"> 0. n_iter={settings['n_iter'] or 'default (3000)'}, tiny={settings['tiny']}.",

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["summarize", "paper_table", "write_outputs", "parse_range"]
+__all__ = ["summarize", "paper_table", "median_table", "wall_line", "write_outputs", "parse_range"]
 
 
 def parse_range(spec: str) -> list[int]:
@@ -74,6 +74,12 @@ def paper_table(summary: pd.DataFrame, columns: list[tuple[str, str, str]], *,
         cells.append(f"{row['time_s_mean']:.2f}" if "time_s_mean" in row else "")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def wall_line(walls: dict, workers: int) -> str:
+    """One line with the end-to-end wall time of each method (``{method: seconds}``)."""
+    parts = ", ".join(f"{m} {s:.0f} s" for m, s in walls.items())
+    return (f"Wall time per method, all datasets, {workers} worker process(es): {parts}.")
 
 
 def median_table(summary: pd.DataFrame, metrics: list[tuple[str, str]], *, digits: int = 2,
