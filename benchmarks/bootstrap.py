@@ -82,8 +82,13 @@ def run_coverage(args):
             widths[("ate", a)].append(hi - lo)
             lo, hi = est.effect_interval(X, alpha=a)
             hits[("tau", a)].append(np.mean((lo <= tau) & (tau <= hi)))
-        print(f"seed {seed}: ate 90% {hits[('ate', 0.1)][-1]}, tau 90% "
-              f"{hits[('tau', 0.1)][-1]:.2f}  ({time.perf_counter() - t0:.0f}s)", flush=True)
+        print(json.dumps({"seed": seed, "ate_90": bool(hits[("ate", 0.1)][-1]),
+                          "ate_95": bool(hits[("ate", 0.05)][-1]),
+                          "tau_90": round(float(hits[("tau", 0.1)][-1]), 3),
+                          "tau_95": round(float(hits[("tau", 0.05)][-1]), 3),
+                          "ate_width_90": round(float(widths[("ate", 0.1)][-1]), 3),
+                          "best_step": int(est.best_iteration_[0]),
+                          "seconds": round(time.perf_counter() - t0)}), flush=True)
     out = {f"{what}_{int(100 * (1 - a))}": round(float(np.mean(v)), 3)
            for (what, a), v in hits.items()}
     out.update({f"ate_width_{int(100 * (1 - a))}": round(float(np.mean(v)), 3)

@@ -42,8 +42,7 @@ import torch
 import torch.distributed as dist
 
 from . import _validation as V
-from .core import train_cfr
-from .streaming import arm_index, batch_stream, finish, preprocessing, setup
+from .streaming import arm_index, batch_stream, preprocessing, setup, train_from_stream
 
 __all__ = ["fit_distributed"]
 
@@ -140,20 +139,12 @@ def fit_distributed(est, Y, T, X, *, validation, ipm_batch: str = "global"):
     def wrap(net):
         return torch.nn.parallel.DistributedDataParallel(net, device_ids=device_ids)
 
-    result = train_cfr(
-        torch.as_tensor(est._standardize(x_val), dtype=torch.float32),
-        torch.as_tensor(arm_index(est, V.as_1d("T_val", t_val))),
-        torch.as_tensor((y_val - est._y_mean[0]) / est._y_scale[0], dtype=torch.float32),
-        train_idx=None,
-        val_idx=torch.as_tensor(val_idx),
-        config=config,
-        seeds=seeds,
-        n_arms=est._n_arms,
-        batch_source=lambda: next(stream),
+    return train_from_stream(
+        est, stream,
+        validation=(y_val, arm_index(est, V.as_1d("T_val", t_val)), x_val),
+        val_idx=val_idx, seeds=seeds,
         arm_shares=torch.as_tensor(counts / counts.sum())[None],
+        progress=est._show_progress() and rank == 0,
         model_wrapper=wrap,
         gather_ipm=_gather_batches if ipm_batch == "global" else None,
-        device=est._device,
-        progress=est._show_progress() and rank == 0,
     )
-    return finish(est, result, seeds, x_val)

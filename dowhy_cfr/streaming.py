@@ -196,23 +196,34 @@ def fit_chunks(est, chunks, validation, *, on_chunk: Callable | None = None):
     from .estimator import _resolve_device
 
     est._device = _resolve_device(est.device)
-    y_val_std = (y_val - est._y_mean[0]) / est._y_scale[0]
+    return train_from_stream(est, stream, validation=(y_val, arms_of(t_val), x_val),
+                             val_idx=val_idx, seeds=seeds, arm_shares=shares,
+                             progress=est._show_progress())
+
+
+def train_from_stream(est, stream, *, validation, val_idx, seeds, arm_shares, progress,
+                      **hooks):
+    """Train ``est`` (preprocessing already set) on mini-batches drawn from ``stream``, early
+    stopping on ``validation = (y, arms, x)`` (raw scale; arms as indices); ``hooks`` go to
+    :func:`~dowhy_cfr.core.train_cfr` (``model_wrapper``, ``gather_ipm``). Shared by
+    :func:`fit_chunks` and :func:`dowhy_cfr.distributed.fit_distributed`."""
+    y_val, arms_val, x_val = validation
     result = train_cfr(
         torch.as_tensor(est._standardize(x_val), dtype=torch.float32),
-        torch.as_tensor(arms_of(t_val)),
-        torch.as_tensor(y_val_std, dtype=torch.float32),
+        torch.as_tensor(arms_val),
+        torch.as_tensor((y_val - est._y_mean[0]) / est._y_scale[0], dtype=torch.float32),
         train_idx=None,
         val_idx=torch.as_tensor(val_idx),
-        config=config,
+        config=est.config_,
         seeds=seeds,
         n_arms=est._n_arms,
         batch_source=lambda: next(stream),
-        arm_shares=shares,
+        arm_shares=arm_shares,
         device=est._device,
-        progress=est._show_progress(),
+        progress=progress,
+        **hooks,
     )
-    finish(est, result, seeds, x_val)
-    return est
+    return finish(est, result, seeds, x_val)
 
 
 def batch_stream(est, chunks, batch: int, gen: np.random.Generator, on_chunk=None):
