@@ -87,6 +87,7 @@ def run_coverage(args):
                           "tau_90": round(float(hits[("tau", 0.1)][-1]), 3),
                           "tau_95": round(float(hits[("tau", 0.05)][-1]), 3),
                           "ate_width_90": round(float(widths[("ate", 0.1)][-1]), 3),
+                          "ate_error": round(float(est.ate(X) - tau.mean()), 3),
                           "best_step": int(est.best_iteration_[0]),
                           "seconds": round(time.perf_counter() - t0)}), flush=True)
     out = {f"{what}_{int(100 * (1 - a))}": round(float(np.mean(v)), 3)
