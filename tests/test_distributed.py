@@ -2,7 +2,6 @@
 
 import os
 import socket
-import sys
 
 import numpy as np
 import pytest

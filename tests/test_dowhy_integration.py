@@ -23,7 +23,6 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 from dowhy import CausalModel
 from dowhy.causal_refuter import CausalRefutation
 from econml.inference import BootstrapInference
