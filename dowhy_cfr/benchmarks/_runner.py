@@ -5,15 +5,16 @@ from __future__ import annotations
 import multiprocessing
 import time
 import warnings
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
 from .methods import CFR_METHODS, cfr_params, make_baseline
 
-__all__ = ["progress_bar", "fit_cfr_stacked", "fit_baseline", "chunks", "TaskPool",
-           "cfr_task", "baseline_task"]
+__all__ = ["progress_bar", "headless_pyplot", "save_figure", "fit_cfr_stacked", "fit_baseline",
+           "chunks", "TaskPool", "cfr_task"]
 
 
 def progress_bar(total: int, desc: str, enabled: bool):
@@ -38,6 +39,16 @@ def headless_pyplot(what: str):
               '(pip install "dowhy-cfr[plots]")', file=sys.stderr)
         return None
     return plt
+
+
+def save_figure(plt, fig, path) -> Path:
+    """Save ``fig`` to ``path`` (parent folders created, 120 dpi), close it, return the path."""
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def chunks(items, size: int):
@@ -84,9 +95,8 @@ def fit_cfr_stacked(method: str, x, t, ys, units, eval_rows=None, *, settings: d
     return taus, time.perf_counter() - start, members
 
 
-def fit_baseline(method: str, x_fit, t_fit, y_fit, x_eval, *, binary: bool, seed: int,
-                 tiny: bool):
-    """Fit a baseline and return ``(tau on x_eval, wall seconds)``."""
+def fit_baseline(method: str, x_fit, t_fit, y_fit, x_eval, binary: bool, seed: int, tiny: bool):
+    """Fit a baseline and return ``(tau on x_eval, wall seconds)`` (a :class:`TaskPool` task)."""
     start = time.perf_counter()
     model = make_baseline(method, binary=binary, seed=seed, tiny=tiny).fit(x_fit, t_fit, y_fit)
     tau = np.asarray(model.effect(x_eval), dtype=float).reshape(-1)
@@ -99,12 +109,6 @@ def cfr_task(method, x, t, ys, units, eval_rows, settings, seed):
     taus, secs, members = fit_cfr_stacked(method, x, t, ys, units, eval_rows,
                                           settings=settings, seed=seed)
     return taus, secs, [int(m.best_iteration_[0]) for m in members]
-
-
-def baseline_task(method, x_fit, t_fit, y_fit, x_eval, binary, seed, tiny):
-    """:func:`fit_baseline` for a worker process."""
-    return fit_baseline(method, x_fit, t_fit, y_fit, x_eval, binary=binary, seed=seed,
-                        tiny=tiny)
 
 
 def _init_worker(threads: int):
@@ -155,8 +159,6 @@ class TaskPool:
                 if on_done is not None:
                     on_done(i, results[-1])
             return results
-        from concurrent.futures import as_completed
-
         futures = {self._executor.submit(fn, *task): i for i, task in enumerate(tasks)}
         results = [None] * len(tasks)
         for fut in as_completed(futures):

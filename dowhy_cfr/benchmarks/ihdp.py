@@ -19,7 +19,7 @@ import pandas as pd
 from ..datasets import ihdp_split, load_ihdp_many
 from ..metrics import ate_error, sqrt_pehe
 from . import report
-from ._runner import TaskPool, baseline_task, cfr_task, chunks, progress_bar
+from ._runner import TaskPool, cfr_task, chunks, fit_baseline, progress_bar
 from .methods import CFR_METHODS
 
 __all__ = ["run_ihdp", "IHDP_COLUMNS"]
@@ -106,7 +106,7 @@ def run_ihdp(realizations, methods, *, settings: dict, stack: int = 25, seed: in
                     tasks = [(method, x[splits[i].within], t[splits[i].within],
                               data["yf"][i][splits[i].within], x, False, seed + int(r),
                               settings["tiny"]) for i, r in enumerate(reals)]
-                    results = pool.map(baseline_task, tasks, lambda k, _: bar.update(1))
+                    results = pool.map(fit_baseline, tasks, lambda k, _: bar.update(1))
                     for i, (tau, secs) in enumerate(results):
                         rows.append(_row(method, reals[i], tau, tau_true_all[i],
                                          splits[i].within, splits[i].test, secs))

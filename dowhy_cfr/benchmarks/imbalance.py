@@ -28,7 +28,7 @@ from sklearn.preprocessing import StandardScaler
 
 from ..datasets import ihdp_split, load_ihdp_many
 from ..metrics import sqrt_pehe
-from ._runner import TaskPool, cfr_task, chunks, headless_pyplot, progress_bar
+from ._runner import TaskPool, cfr_task, chunks, headless_pyplot, progress_bar, save_figure
 
 __all__ = ["biased_subsample", "run_imbalance", "plot_imbalance"]
 
@@ -163,9 +163,4 @@ def plot_imbalance(summary: pd.DataFrame, path) -> Path | None:
     ax.set_ylabel("out-of-sample √PEHE relative to alpha = 0")
     ax.set_title("IHDP, biased subsamples (Fig. 2)")
     ax.legend()
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(plt, fig, path)

@@ -23,7 +23,8 @@ import pandas as pd
 from ..datasets import jobs_splits, load_jobs
 from ..metrics import att_error, policy_curve, policy_risk
 from . import report
-from ._runner import TaskPool, baseline_task, cfr_task, chunks, headless_pyplot, progress_bar
+from ._runner import (TaskPool, cfr_task, chunks, fit_baseline, headless_pyplot, progress_bar,
+                      save_figure)
 from .methods import CFR_METHODS, display_name
 
 __all__ = ["run_jobs", "JOBS_COLUMNS", "plot_policy_curves"]
@@ -88,7 +89,7 @@ def run_jobs(methods, *, settings: dict, variant: str = "lalonde", n_splits: int
                 else:
                     tasks = [(method, d.x[sp.within], d.t[sp.within], d.y[sp.within], d.x, True,
                               seed + i, settings["tiny"]) for i, sp in enumerate(splits)]
-                    results = pool.map(baseline_task, tasks, lambda k, _: bar.update(1))
+                    results = pool.map(fit_baseline, tasks, lambda k, _: bar.update(1))
                     fitted = [(i, tau, secs) for i, (tau, secs) in enumerate(results)]
                 for i, tau, secs in fitted:
                     r, c = _evaluate(name, i, tau, d, splits[i], secs, curve_points)
@@ -130,9 +131,4 @@ def plot_policy_curves(curves: pd.DataFrame, path) -> Path | None:
     ax.set_ylabel("policy risk (out-of-sample)")
     ax.set_title("Jobs: policy risk vs inclusion rate")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(plt, fig, path)
