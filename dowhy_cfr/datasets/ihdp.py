@@ -38,11 +38,12 @@ import numbers
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from ._rrandom import RRandom
+from ._split import TrainValTestSplit
 
 __all__ = [
     "IHDP_FEATURE_NAMES",
@@ -163,17 +164,11 @@ class IHDPData(Mapping):
         )
 
 
-class IHDPSplit(NamedTuple):
-    """Index arrays of an :func:`ihdp_split` (each sorted ascending, ``int64``)."""
+class IHDPSplit(TrainValTestSplit):
+    """Index arrays of an :func:`ihdp_split` (each sorted ascending, ``int64``): ``train``,
+    ``val``, ``test`` and the property ``within`` (``train`` and ``val`` together, sorted)."""
 
-    train: np.ndarray
-    val: np.ndarray
-    test: np.ndarray
-
-    @property
-    def within(self) -> np.ndarray:
-        """The "within-sample" units: ``train`` and ``val`` together, sorted."""
-        return np.sort(np.concatenate([self.train, self.val]))
+    __slots__ = ()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,9 +38,10 @@ from __future__ import annotations
 import functools
 import numbers
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
+
+from ._split import TrainValTestSplit
 
 __all__ = [
     "JOBS_VARIANTS",
@@ -127,17 +128,11 @@ class JobsData:
                 f"n_features={self.x.shape[1]})")
 
 
-class JobsSplit(NamedTuple):
-    """Index arrays of a :func:`jobs_split` (each sorted ascending, ``int64``)."""
+class JobsSplit(TrainValTestSplit):
+    """Index arrays of a :func:`jobs_split` (each sorted ascending, ``int64``): ``train``,
+    ``val``, ``test`` and the property ``within`` (``train`` and ``val`` together, sorted)."""
 
-    train: np.ndarray
-    val: np.ndarray
-    test: np.ndarray
-
-    @property
-    def within(self) -> np.ndarray:
-        """``train`` and ``val`` together, sorted (the "within-sample" units)."""
-        return np.sort(np.concatenate([self.train, self.val]))
+    __slots__ = ()
 
 
 @functools.lru_cache(maxsize=None)
