@@ -756,12 +756,12 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
     def representation_at_init(self, X=None, W=None, *, member: int = 0):
         """``Phi(x)`` of the same network before training (same seed), shape (m, rep_dim)."""
         from .core import CFRNet
-        from .core.training import _derive_seeds
+        from .core.training import derive_seeds
 
         xw = self._features(X, W)
         if not 0 <= member < len(self.seeds_):
             raise ValueError(f"member must be in [0, {len(self.seeds_)}); got {member}")
-        init_seed = _derive_seeds([self.seeds_[member]])[0]
+        init_seed = derive_seeds([self.seeds_[member]])[0]
         c = self.config_
         net = CFRNet(xw.shape[1], init_seed, n_arms=self._n_arms, n_rep_layers=c.n_rep_layers,
                      rep_dim=c.rep_dim, n_head_layers=c.n_head_layers, head_dim=c.head_dim,

@@ -34,6 +34,7 @@ __all__ = [
     "TrainResult",
     "TrainingDivergedError",
     "sample_weights",
+    "derive_seeds",
     "train_cfr",
     "predict",
     "factual",
@@ -247,7 +248,7 @@ def _interleave_arms(idx: torch.Tensor, arms: torch.Tensor, n_arms: int) -> torc
     return out.to(device)
 
 
-def _derive_seeds(seeds: Sequence[int]) -> tuple[list[int], list[int]]:
+def derive_seeds(seeds: Sequence[int]) -> tuple[list[int], list[int]]:
     """Independent init and batch seeds from each model's seed."""
     init, batch = [], []
     for s in seeds:
@@ -393,7 +394,7 @@ def train_cfr(
     if not config.reweight_sample:
         shares = torch.full_like(shares, 1.0 / n_arms)  # all weights 1
 
-    init_seeds, batch_seeds = _derive_seeds(seeds)
+    init_seeds, batch_seeds = derive_seeds(seeds)
     net = CFRNet(
         x.shape[-1],
         init_seeds,
