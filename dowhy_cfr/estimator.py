@@ -108,6 +108,9 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
     patience : int or None, default 10
         Stop after this many evaluations without improvement of the validation objective; the
         best checkpoint is kept. None runs all ``n_iter`` steps (still keeping the best).
+    relative_patience : float, default 1.0
+        The wait for a better checkpoint also grows with the training so far: a model stops after
+        ``max(patience * eval_every, relative_patience * best_step)`` steps without improvement.
     reweight_sample : bool, default True
         Weight units by ``w_i = t_i/(2u) + (1-t_i)/(2(1-u))`` (Algorithm 1, line 2).
     rbf_sigma : float, default 0.1
@@ -184,6 +187,7 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         val_fraction=0.3,
         eval_every=100,
         patience=10,
+        relative_patience=1.0,
         reweight_sample=True,
         rbf_sigma=0.1,
         wass_lambda=10.0,
@@ -215,6 +219,7 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         self.val_fraction = val_fraction
         self.eval_every = eval_every
         self.patience = patience
+        self.relative_patience = relative_patience
         self.reweight_sample = reweight_sample
         self.rbf_sigma = rbf_sigma
         self.wass_lambda = wass_lambda

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import torch
 
+from .config import IPM_NAMES, CFRConfig
+
 __all__ = [
     "IPM_NAMES",
     "imbalance",
@@ -42,7 +44,7 @@ __all__ = [
     "pairwise_sq_dists",
 ]
 
-IPM_NAMES = ("wass", "wass2", "mmd2_lin", "mmd2_rbf")
+_DEFAULT = CFRConfig()
 
 # The RBF kernel is evaluated at arguments >= _EXP_FLOOR: exp(-80) ~ 1.8e-35 is still a normal
 # float32, and results that would underflow to subnormals are both meaningless here and, on many
@@ -124,7 +126,8 @@ def mmd2_lin(phi, t, valid=None, *, check: bool = True) -> torch.Tensor:
     return out[0] if squeeze else out
 
 
-def mmd2_rbf(phi, t, valid=None, *, sigma: float = 0.1, check: bool = True) -> torch.Tensor:
+def mmd2_rbf(phi, t, valid=None, *, sigma: float = _DEFAULT.rbf_sigma,
+             check: bool = True) -> torch.Tensor:
     """Unbiased squared MMD with kernel ``exp(-||a-b||^2 / sigma^2)``.
 
     ``MMD^2 = mean_{i!=j in t} k + mean_{i!=j in c} k - 2 mean_{i in t, j in c} k``.
@@ -154,9 +157,9 @@ def wasserstein(
     t,
     valid=None,
     *,
-    lam: float = 10.0,
-    n_iter: int = 10,
-    backprop: bool = True,
+    lam: float = _DEFAULT.wass_lambda,
+    n_iter: int = _DEFAULT.wass_iterations,
+    backprop: bool = _DEFAULT.wass_backprop,
     squared: bool = False,
     check: bool = True,
     return_plan: bool = False,
@@ -235,11 +238,11 @@ def imbalance(
     t,
     valid=None,
     *,
-    ipm: str = "wass",
-    rbf_sigma: float = 0.1,
-    wass_lambda: float = 10.0,
-    wass_iterations: int = 10,
-    wass_backprop: bool = True,
+    ipm: str = _DEFAULT.ipm,
+    rbf_sigma: float = _DEFAULT.rbf_sigma,
+    wass_lambda: float = _DEFAULT.wass_lambda,
+    wass_iterations: int = _DEFAULT.wass_iterations,
+    wass_backprop: bool = _DEFAULT.wass_backprop,
     check: bool = True,
 ) -> torch.Tensor:
     """The imbalance term ``IPM(Phi|t=0, Phi|t=1)`` selected by name (see ``IPM_NAMES``)."""
