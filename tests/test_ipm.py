@@ -222,3 +222,16 @@ def test_a_models_imbalance_and_gradient_do_not_depend_on_its_neighbours(ipm):
         single.sum().backward()
         assert torch.equal(single[0], stacked[k])
         assert torch.equal(single_phi.grad[0], stacked_phi.grad[k])
+
+
+def test_sinkhorn_gradient_stays_finite_with_an_outlying_control_unit():
+    """A control unit far from every treated unit (all its kernel entries at the floor) in
+    float32: its scaling v_j is large and 1 / (K^T u)_j^2 enters the gradient."""
+    g = torch.Generator().manual_seed(14)
+    phi = torch.randn(40, 8, generator=g)
+    phi[-1] += 50.0
+    phi.requires_grad_(True)
+    t = torch.tensor([1, 0] * 20)
+    w = wasserstein(phi, t, lam=10.0, n_iter=10)
+    w.backward()
+    assert torch.isfinite(w) and torch.isfinite(phi.grad).all()

@@ -76,6 +76,7 @@ def test_stacked_training_equals_separate_fits(ipm):
     k = len(seeds)
     stacked = train_cfr(x, t, y, train_idx=tr.expand(k, -1), val_idx=va.expand(k, -1),
                         config=cfg, seeds=seeds)
+    assert not stacked.diverged.any()
     out_stacked = predict(stacked.net, x)
     for i, s in enumerate(seeds):
         single = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg, seeds=[s])
