@@ -5,7 +5,7 @@ Commands
 ``ihdp``       Table 1 (IHDP): root PEHE and ATE error, within- and out-of-sample.
 ``jobs``       Table 1 (Jobs): policy risk and ATT error; the policy curve.
 ``imbalance``  Fig. 2: CFR-Wass error vs alpha on biased IHDP subsamples.
-``speed``      wall time of single, stacked and sequential fits; ms/step vs plain PyTorch.
+``speed``      wall time of default and ensemble fits, stacked vs single; ms/step and GFLOP/s.
 
 Every command prints a markdown table and, with ``--out DIR``, writes CSV and markdown (and
 plots, when matplotlib is installed) into ``DIR``.
@@ -111,8 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-keep", type=int, default=400, help="units kept (default 400)")
     _common(p, methods=False)
 
-    p = sub.add_parser("speed", help="wall time: single, stacked and sequential fits")
-    p.add_argument("--k", type=int, default=16, help="stacked realizations (default 16)")
+    p = sub.add_parser("speed", help="wall time: default/ensemble fits, stacking, ms per step")
+    p.add_argument("--realizations", type=report.parse_range, default=report.parse_range("1-10"),
+                   help="realizations fitted one by one, and together in one stack (default "
+                        "1-10)")
+    p.add_argument("--device", default="cpu", help='"cpu" (default), "cuda" or "auto"')
     p.add_argument("--steps", type=int, default=300,
                    help="steps timed for the package-vs-plain comparison (default 300)")
     p.add_argument("--out", metavar="DIR", default=None)
@@ -181,8 +184,9 @@ def main(argv=None) -> int:
     else:  # speed
         from .speed import run_speed
 
-        table, md = run_speed(k=args.k, steps=args.steps, n_iter=args.n_iter, tiny=args.tiny,
-                              seed=args.seed)
+        table, md = run_speed(realizations=args.realizations, steps=args.steps,
+                              n_iter=args.n_iter, tiny=args.tiny, seed=args.seed,
+                              device=args.device)
         if args.out is not None:
             from pathlib import Path
 
