@@ -106,7 +106,7 @@ def pairwise_sq_dists(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     Uses ``|a|^2 + |b|^2 - 2 a.b`` (memory O(K n m), not the O(K n m r) of explicit
     differences) on rows centred at the mean of ``a``. The distances do not depend on the centre,
     but the rounding error does: it scales with the squared norms that cancel, so centring makes
-    it proportional to the spread of the batch instead of to |Phi|^2 = 1 (``"divide"``), which
+    it proportional to the spread of the batch instead of to ``|Phi|^2 = 1`` (``"divide"``), which
     keeps near-identical representations (distance 1e-4) accurate in float32. Rounding noise
     below zero is clamped.
     """
