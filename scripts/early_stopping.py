@@ -50,7 +50,8 @@ def run(reals, stack, schedules, methods):
                     err = m.effect(x) - tau[i]
                     within.append(np.sqrt(np.mean(err[splits[i].within] ** 2)))
                     out.append(np.sqrt(np.mean(err[splits[i].test] ** 2)))
-                    steps.append(int(m.history_["step"].max()))
+                    h = m.history_
+                    steps.append(int(h.loc[h["val_loss"].notna(), "step"].max()))  # its own stop
                     best.append(int(m.best_iteration_[0]))
             print(f"| {method} | {label} | {np.mean(within):.3f} ± {np.std(within) / np.sqrt(len(within)):.3f} "
                   f"| {np.mean(out):.3f} ± {np.std(out) / np.sqrt(len(out)):.3f} "
