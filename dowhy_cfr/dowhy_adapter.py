@@ -97,6 +97,7 @@ __all__ = [
     "TARNetEstimator",
     "BARE_METHOD_NAMES",
     "register",
+    "register_alias",
 ]
 
 #: Bare method names accepted by ``CausalModel.estimate_effect`` (case-insensitive).
@@ -517,7 +518,9 @@ _ALIASES = {
 }
 
 
-def _register_alias(module_name: str, attr: str, cls) -> bool:
+def register_alias(module_name: str, attr: str, cls, doc: str) -> bool:
+    """Put a module ``module_name`` with ``attr = cls`` into :data:`sys.modules` for DoWhy's
+    name lookup (idempotent). A real module of that name is never shadowed: then False."""
     existing = sys.modules.get(module_name)
     if existing is not None:
         if getattr(existing, "__dowhy_cfr_alias__", False):
@@ -529,8 +532,7 @@ def _register_alias(module_name: str, attr: str, cls) -> bool:
             return False  # DoWhy ships a real module of that name: never shadow it
     except (ImportError, ValueError):
         pass
-    alias = types.ModuleType(module_name, f"Alias registered by dowhy_cfr for DoWhy's method-name "
-                                          f"lookup; the class is {cls.__module__}.{cls.__name__}.")
+    alias = types.ModuleType(module_name, doc)
     alias.__dowhy_cfr_alias__ = True
     setattr(alias, attr, cls)
     sys.modules[module_name] = alias
@@ -563,7 +565,10 @@ def register() -> dict:
     Returns a dict {alias module name: registered?}; False means a real module of that name
     exists and was left alone.
     """
-    done = {name: _register_alias(name, attr, cls) for name, (attr, cls) in _ALIASES.items()}
+    done = {name: register_alias(name, attr, cls,
+                                 f"Alias registered by dowhy_cfr for DoWhy's method-name lookup; "
+                                 f"the class is {cls.__module__}.{cls.__name__}.")
+            for name, (attr, cls) in _ALIASES.items()}
     _wrap_estimate_effect()
     return done
 

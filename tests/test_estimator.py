@@ -10,7 +10,7 @@ from sklearn.base import clone
 from sklearn.linear_model import LinearRegression
 
 from dowhy_cfr import CFR, TARNet
-from conftest import TINY, make_confounded
+from helpers import TINY, make_confounded
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +155,8 @@ def test_ensemble_averages_members():
     X, T, Y, _ = make_confounded(n=200)
     est = CFR(n_ensemble=3, **TINY).fit(Y, T, X=X)
     assert est.history_["member"].nunique() == 3 and len(est.best_iteration_) == 3
-    outs = est._outputs(est._features(X[:4], None))  # (K, arms, n)
+    fitted = est.fitted_
+    outs = fitted.outputs(fitted.features(X[:4]))  # (K, arms, n)
     np.testing.assert_allclose(est.effect(X[:4]), (outs[:, 1] - outs[:, 0]).mean(0))
     assert not np.allclose(outs[0], outs[1])
 
@@ -203,7 +204,8 @@ def test_fit_stacked_equals_separate_fits():
     np.testing.assert_allclose(members[0].history_["val_loss"], single.history_["val_loss"],
                                rtol=1e-4)
     # each member keeps its own outcome scale: dataset 1 is an affine copy of dataset 0
-    assert members[1]._y_scale[0] == pytest.approx(3 * members[0]._y_scale[0])
+    assert members[1].fitted_.preprocessing.y_scale[0] == pytest.approx(
+        3 * members[0].fitted_.preprocessing.y_scale[0])
     assert abs(members[1].ate(X)) > 2 * abs(members[0].ate(X))
     for m in members:
         assert m.history_["member"].eq(0).all() and len(m.best_iteration_) == 1
