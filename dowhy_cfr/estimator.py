@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import inspect
 
-import numpy as np
-import pandas as pd
 from econml._cate_estimator import BaseCateEstimator, LinearCateEstimator, TreatmentExpansionMixin
 from sklearn.base import BaseEstimator, clone
 
 from . import _io, fitting
 from . import _validation as V
 from .core import CFRConfig
-from .fitted import plain
 
 __all__ = ["CFR", "TARNet"]
 
@@ -26,6 +23,8 @@ _D = CFRConfig()
 #: CFR's own alpha, on the standardised outcome's scale (the core's default is the paper's 0.3
 #: on raw IHDP outcomes); the core rewrite adopts 0.05 and this line goes.
 _ALPHA = 0.05
+#: EconML's shape bookkeeping, saved with a model.
+_ECONML_STATE = ("_d_y", "_d_t", "_d_t_in", "_input_names")
 
 
 def _fitted(path: str, doc: str) -> property:
@@ -138,10 +137,8 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         The core configuration used.
     model_final_ : list of fitted regressors or None
         The final-stage models, one per treated arm (only when W was given).
-    seeds_ : list of int
-        Seed of each ensemble member.
-    loss_ : str
-        The loss used ("mse" or "logloss").
+    seeds_, loss_ : list of int, str
+        Seed of each ensemble member; the loss used ("mse" or "logloss").
 
     Examples
     --------
@@ -157,38 +154,16 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
     """
 
     def __init__(
-        self,
-        *,
-        alpha=_ALPHA,
-        ipm=_D.ipm,
-        weight_decay=_D.weight_decay,
-        rep_weight_decay=_D.rep_weight_decay,
-        n_rep_layers=_D.n_rep_layers,
-        rep_dim=_D.rep_dim,
-        n_head_layers=_D.n_head_layers,
-        head_dim=_D.head_dim,
-        normalization=_D.normalization,
-        weight_init=_D.weight_init,
-        learning_rate=_D.learning_rate,
-        lr_decay=_D.lr_decay,
-        lr_decay_steps=_D.lr_decay_steps,
-        batch_size=_D.batch_size,
-        n_iter=_D.n_iter,
-        val_fraction=_D.val_fraction,
-        eval_every=_D.eval_every,
-        patience=_D.patience,
-        reweight_sample=_D.reweight_sample,
-        rbf_sigma=_D.rbf_sigma,
-        wass_lambda=_D.wass_lambda,
-        wass_iterations=_D.wass_iterations,
-        wass_backprop=_D.wass_backprop,
-        loss="auto",
-        model_final=None,
-        n_ensemble=1,
-        categories="auto",
-        random_state=None,
-        device="cpu",
-        verbose=1,
+        self, *, alpha=_ALPHA, ipm=_D.ipm, weight_decay=_D.weight_decay,
+        rep_weight_decay=_D.rep_weight_decay, n_rep_layers=_D.n_rep_layers, rep_dim=_D.rep_dim,
+        n_head_layers=_D.n_head_layers, head_dim=_D.head_dim, normalization=_D.normalization,
+        weight_init=_D.weight_init, learning_rate=_D.learning_rate, lr_decay=_D.lr_decay,
+        lr_decay_steps=_D.lr_decay_steps, batch_size=_D.batch_size, n_iter=_D.n_iter,
+        val_fraction=_D.val_fraction, eval_every=_D.eval_every, patience=_D.patience,
+        reweight_sample=_D.reweight_sample, rbf_sigma=_D.rbf_sigma, wass_lambda=_D.wass_lambda,
+        wass_iterations=_D.wass_iterations, wass_backprop=_D.wass_backprop,
+        loss="auto", model_final=None, n_ensemble=1, categories="auto", random_state=None,
+        device="cpu", verbose=1,
     ):
         params = locals()
         for name in inspect.signature(CFR.__init__).parameters:
@@ -207,35 +182,22 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
     model_final_ = _fitted("final.models", "model_final_ (the final-stage models)")
     n_features_in_ = _fitted("columns.n_features", "n_features_in_ (columns of X and W)")
 
-    @property
-    def transformer(self):
-        """EconML's treatment encoder (None before fit)."""
-        fitted = self.__dict__.get("fitted_")
-        return None if fitted is None else fitted.encoding.transformer
+    transformer = property(lambda self: self.fitted_.encoding.transformer if "fitted_" in
+                           self.__dict__ else None, doc="EconML's treatment encoder (None before fit)")
 
     def _set_fitted(self, fitted, Y=None, T=None, X=None, econml_state=None):
-        """Store ``fitted``: the one writer of the fitted state.
-
-        ``fit`` (through EconML's ``_wrap_fit``) does EconML's bookkeeping itself; other paths
-        give the data (``Y, T, X``) for it, or the saved ``econml_state`` on load.
-        """
-        bookkeeping = Y is not None and econml_state is None
-        if bookkeeping:
+        """Store ``fitted``: the one writer of the fitted state. ``fit`` leaves EconML's
+        bookkeeping to ``_wrap_fit``; other paths give the data for it, or the saved state."""
+        if Y is not None:
             self._prefit(Y, T, X=X)
         self.fitted_ = fitted
-        for key, value in (econml_state or {}).items():
-            setattr(self, key, value)
+        self.__dict__.update(econml_state or {})
         self._d_t = (fitted.encoding.n_arms - 1,)
-        if bookkeeping:
+        if Y is not None:
             self._postfit(Y, T)
-        if bookkeeping or econml_state is not None:
+        if Y is not None or econml_state is not None:
             self._inference = None
         return self
-
-    def _econml_state(self) -> dict:
-        """EconML's shape bookkeeping, as saved with a model."""
-        return {k: getattr(self, k) for k in ("_d_y", "_d_t", "_d_t_in", "_input_names")
-                if hasattr(self, k)}
 
     def _check_fitted(self):
         if "fitted_" not in self.__dict__:
@@ -252,16 +214,7 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         fitted = self._check_fitted()
         if X is not None and fitted.columns.n_x > 0:
             fitted.columns.block("X", X)
-        cats = fitted.encoding.categories
-        for T in Ts:
-            values = pd.unique(pd.Series(np.asarray(T, dtype=object).ravel()))
-            unknown = [v for v in values if v not in cats]
-            if unknown:
-                raise ValueError(
-                    f"treatment value(s) {[plain(u) for u in unknown]} are not among the fitted "
-                    f"treatment categories {[plain(c) for c in cats]}; call e.g. "
-                    f"effect(X, T0={plain(cats[0])!r}, T1={plain(cats[1])!r})"
-                )
+        fitted.encoding.check_labels(*Ts)
         return super()._expand_treatments(X, *Ts, transform=transform)
 
     def _get_inference_options(self):
@@ -278,9 +231,8 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
 
     def _bootstrap_replicas(self, Y, T, *, X=None, W=None, n_replicas, random_state=None,
                             n_steps=None):
-        """``n_replicas`` fitted copies, each on a within-arm resample, trained in one stacked
-        pass (:func:`dowhy_cfr.fitting.bootstrap`). ``n_steps`` trains every replica for that
-        many steps without early stopping; None trains them like the estimator."""
+        """``n_replicas`` fitted copies on within-arm resamples (:func:`dowhy_cfr.fitting.bootstrap`);
+        ``n_steps``: that many steps each, without early stopping (None: as the estimator)."""
         template = clone(self)
         if n_steps is not None:
             template.set_params(n_iter=int(n_steps), patience=None)
@@ -317,11 +269,10 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
     def fit_stacked(self, Y, T, *, X, W=None, units=None):
         """Fit one independent copy of this estimator per outcome vector, in one stacked pass.
 
-        For benchmarks and simulations with several datasets of equal size that share their
-        covariates (e.g. IHDP realizations): ``Y[k]`` (and ``T[k]`` if ``T`` is 2-D) is dataset
-        ``k``. The ``K`` networks train together -- much faster than ``K`` separate fits -- and
-        each returned estimator is exactly what ``clone(self).fit(Y[k], T[k], X=X, W=W)`` would
-        give with member seed ``k`` (up to float rounding).
+        For several datasets of equal size sharing their covariates (e.g. IHDP realizations):
+        ``Y[k]`` (and ``T[k]`` if ``T`` is 2-D) is dataset ``k``. The ``K`` networks train
+        together, and estimator k is what ``clone(self).fit(Y[k], T[k], X=X, W=W)`` gives with
+        member seed ``k`` (up to float rounding).
 
         Parameters
         ----------
@@ -340,25 +291,17 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         return [clone(self)._set_fitted(f, y0, t0, X) for f in fits]
 
     def fit_chunks(self, chunks, *, validation):
-        """Fit on training data read chunk by chunk (data larger than memory).
+        """Fit on training data read chunk by chunk (data larger than memory); returns self.
 
         Parameters
         ----------
         chunks : re-iterable of ``(Y, T, X)``
             A list, a torch ``DataLoader`` yielding ``(Y, T, X)`` tuples or dicts, or a
-            zero-argument function returning a fresh iterator (e.g. over Parquet row groups).
-            It is read twice for statistics, then cycled over during training; only one chunk is
-            in memory at a time. Chunks smaller than ``batch_size`` or missing an arm are skipped
-            during training.
+            zero-argument function returning a fresh iterator (e.g. over Parquet row groups);
+            only one chunk is in memory at a time (see :mod:`dowhy_cfr.streaming`).
         validation : tuple ``(Y_val, T_val, X_val)``
-            Held-out data (in memory) for early stopping.
-
-        Returns
-        -------
-        self
-
-        See :mod:`dowhy_cfr.streaming` for details. ``W`` and ``inference`` are not supported
-        here; ``ate()`` without X averages over the validation units.
+            Held-out data (in memory) for early stopping. No ``W`` and no ``inference`` here;
+            ``ate()`` without X averages over the validation units.
         """
         from .streaming import fit_chunks
 
@@ -418,24 +361,28 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         :mod:`dowhy_cfr._io` for the format. Returns the path.
         """
         fitted = self._check_fitted()
+        econml_state = {k: getattr(self, k) for k in _ECONML_STATE if hasattr(self, k)}
         return _io.save(path, type(self).__name__, self.get_params(deep=False), fitted,
-                        self._econml_state())
+                        econml_state)
 
     @classmethod
     def load(cls, path):
         """Load an estimator written by :meth:`save` (CPU; move with ``device`` on refit)."""
         name, params, fitted, econml_state = _io.load(path)
-        family = [cls] + [c for c in cls.__mro__ + tuple(_subclasses(cls)) if c is not cls]
-        saved_cls = next((c for c in family if c.__name__ == name and issubclass(c, CFR)), None)
-        if saved_cls is None:
-            raise TypeError(f"{path} holds a {name}, not a {cls.__name__}")
-        return saved_cls(**params)._set_fitted(fitted, econml_state=econml_state)
+        return _saved_class(cls, name, path)(**params)._set_fitted(fitted, econml_state=econml_state)
 
 
-def _subclasses(cls):
-    for sub in cls.__subclasses__():
-        yield sub
-        yield from _subclasses(sub)
+def _saved_class(cls, name: str, path):
+    """The class called ``name`` among ``cls``, its CFR bases and its subclasses."""
+    family, todo = [c for c in cls.__mro__ if issubclass(c, CFR)], [cls]
+    while todo:
+        subs = todo.pop().__subclasses__()
+        family += subs
+        todo += subs
+    for c in family:
+        if c.__name__ == name:
+            return c
+    raise TypeError(f"{path} holds a {name}, not a {cls.__name__}")
 
 
 _TARNET_SIGNATURE = inspect.signature(CFR.__init__).replace(

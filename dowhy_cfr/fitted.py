@@ -92,6 +92,19 @@ class TreatmentEncoding:
     def n_arms(self) -> int:
         return len(self.transformer.categories_[0])
 
+    def check_labels(self, *Ts) -> None:
+        """ValueError naming the values of ``Ts`` that are not fitted categories."""
+        cats = self.categories
+        for T in Ts:
+            values = pd.unique(pd.Series(np.asarray(T, dtype=object).ravel()))
+            unknown = [v for v in values if v not in cats]
+            if unknown:
+                raise ValueError(
+                    f"treatment value(s) {[plain(u) for u in unknown]} are not among the fitted "
+                    f"treatment categories {[plain(c) for c in cats]}; call e.g. "
+                    f"effect(X, T0={plain(cats[0])!r}, T1={plain(cats[1])!r})"
+                )
+
     def arms(self, t) -> np.ndarray:
         """Arm index (0 = control) of each treatment label in ``t``."""
         try:

@@ -210,3 +210,29 @@ def test_fit_stacked_equals_separate_fits():
     for m in members:
         assert m.history_["member"].eq(0).all() and len(m.best_iteration_) == 1
         assert m.effect(X[:3]).shape == (3,)
+
+
+# CFRConfig default changes with the core rewrite: the core adopts alpha = 0.05 (standardised
+# outcome scale); until then the estimator's alpha differs from CFRConfig's 0.3.
+_DEFAULTS_DIFFERING_UNTIL_CORE_REWRITE = {"alpha"}
+
+
+def test_estimator_defaults_are_cfrconfig_defaults():
+    """CFRConfig is the one place of the training/network defaults: every parameter CFR shares
+    with it defaults to CFRConfig's value (TARNet too, except alpha, which it does not have)."""
+    import dataclasses
+    import inspect
+
+    from dowhy_cfr.core import CFRConfig
+
+    config = CFRConfig()
+    fields = {f.name for f in dataclasses.fields(CFRConfig)}
+    for cls in (CFR, TARNet):
+        params = inspect.signature(cls.__init__).parameters
+        # loss: the estimator's "auto" picks CFRConfig's "mse" or "logloss" from the data
+        shared = (fields & set(params)) - _DEFAULTS_DIFFERING_UNTIL_CORE_REWRITE - {"loss"}
+        assert len(shared) >= 20, sorted(shared)
+        for name in shared:
+            assert params[name].default == getattr(config, name), name
+        assert cls().get_params()["n_iter"] == config.n_iter  # sklearn sees the same defaults
+    assert CFR().alpha == 0.05
