@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _validation as V
+from .fitted import standardize
 
 __all__ = [
     "plot_history",
@@ -401,10 +402,8 @@ def plot_representation(est, X, T, W=None, *, method: str = "tsne", random_state
         raise ValueError("need at least 3 units to embed")
 
     phi = est.transform(Xs, Ws, member=member)  # validates X/W against the fit
-    raw = np.hstack([np.asarray(b, dtype=float).reshape(len(idx), -1)
-                     for b in (Xs, Ws) if b is not None])
-    sd = raw.std(0)
-    raw = (raw - raw.mean(0)) / np.where(sd > 0, sd, 1.0)
+    raw = standardize(np.hstack([np.asarray(b, dtype=float).reshape(len(idx), -1)
+                                 for b in (Xs, Ws) if b is not None]))
 
     fig, axs = _axes(axes, 2, figsize=(10, 4.6))
     axis_name = "t-SNE" if method == "tsne" else "PC"
