@@ -10,36 +10,14 @@ After ``import dowhy_cfr`` a :class:`dowhy.CausalModel` with a backdoor estimand
 
 and EconML's DoWhy wrapper works: ``CFR(...).dowhy.fit(Y, T, X=..., W=...)``.
 
-How the names are registered (DoWhy 0.14 has no plug-in registry)
-------------------------------------------------------------------
-DoWhy resolves ``"<identifier>.<name>"`` by importing the module
-``dowhy.causal_estimators.<name>_estimator`` and taking its class ``CapWords(<name>_estimator)``;
-``importlib.import_module`` looks in :data:`sys.modules` first. On import, this module therefore
-puts three small *alias modules* into :data:`sys.modules` -- nothing is written to disk and no
-DoWhy function is replaced for these names:
-
-============================================ ===================== ==========================
-module name                                  class attribute       used for
-============================================ ===================== ==========================
-``dowhy.causal_estimators.cfr_estimator``     ``CfrEstimator``      ``"backdoor.cfr"``
-``dowhy.causal_estimators.tarnet_estimator``  ``TarnetEstimator``   ``"backdoor.tarnet"``
-``dowhy.causal_estimators.dowhy_cfr``         ``DowhyCfr``          ``"backdoor.dowhy_cfr.*"``
-============================================ ===================== ==========================
-
-The third one is what makes dotted names under this package work once it is imported, among them
-the name EconML's ``est.dowhy`` builds (``"backdoor.dowhy_cfr.estimator.CFR"``): DoWhy first
-tries ``dowhy.causal_estimators.<package>``, exactly as it does for ``"backdoor.econml.*"``, and
-the adapter then reads the dotted name DoWhy passes it (``method_params["dowhy_cfr_estimator"]``)
-to pick CFR or TARNet. Without a prior ``import dowhy_cfr``, DoWhy's fallback imports
-``dowhy_cfr`` itself and uses :class:`CFREstimator` (a ``CausalEstimator`` subclass).
-
-Bare names need one more step: ``CausalModel.estimate_effect`` indexes the part after the first
-dot, so a name without a dot raises ``IndexError`` before any lookup. On import this module wraps
-``CausalModel.estimate_effect`` once (idempotent, ``functools.wraps``, the original stays in
-``__wrapped__``): the wrapper rewrites exactly the bare names ``"cfr"`` and ``"tarnet"`` (any
-case) to ``"backdoor.cfr"`` / ``"backdoor.tarnet"`` and passes every other call through
-unchanged, so DoWhy's behaviour for all other names (including its ``IndexError`` for other bare
-names) is untouched. An existing real DoWhy module of the same name is never shadowed.
+How the names are registered
+----------------------------
+DoWhy 0.14 has no plug-in registry: on import, this module puts small alias modules
+(``dowhy.causal_estimators.cfr_estimator``, ``...tarnet_estimator``, ``...dowhy_cfr``) into
+:data:`sys.modules` -- nothing is written to disk, a real DoWhy module is never shadowed -- and
+wraps ``CausalModel.estimate_effect`` once so that the bare names ``"cfr"``/``"tarnet"`` become
+``"backdoor.cfr"``/``"backdoor.tarnet"`` (every other call passes through unchanged). The design
+and its reasons are in ``docs/dowhy.md``.
 
 What the adapter does
 ---------------------

@@ -71,14 +71,8 @@ The estimate **passes** if the trained representation's Wasserstein imbalance is
 The first clause passes a representation whose remaining imbalance is what a random split of the
 same points gives (including data without confounding); the second passes a large reduction even
 when the sample is big enough for the test to detect a small remainder. The threshold is high
-because the reduction also contains a change of scale: a freshly initialised representation is
-spread over the unit sphere (nearly orthogonal rows, distances ~1.4) and training contracts it,
-which lowers the Wasserstein distance even without any balancing. Measured on IHDP realizations
-1-6 (``n_iter=1000``, other parameters default, 50 permutations): CFR reduced the Wasserstein
-imbalance by 87-96 % and passed on all six; TARNet reduced it by 66-85 %, and failed on
-realizations 2 and 5 (reduction 69 % / 79 %, p = 0.02 -- on realization 5 it also had the largest
-ATE error, 0.34, and PEHE, 0.90, of the twelve fits). On the confounded toy data of the tests,
-TARNet reduces it by 49-58 % with p <= 0.05 (fails) and CFR-Wass with ``alpha=5`` by 93-100 %.
+because training also contracts the representation, which lowers the Wasserstein distance even
+without any balancing; the measurements behind it are in ``docs/dowhy.md``.
 
 With ``n_permutations=0`` no test is run (p-values are NaN) and only the reduction clause applies;
 with fewer than ``1/significance_level - 1`` permutations the test cannot reject (a warning says
