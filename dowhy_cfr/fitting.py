@@ -35,8 +35,10 @@ _SEED_HIGH = 2**31 - 1
 
 
 def config_from(est, loss: str) -> CFRConfig:
-    """The validated core configuration of the estimator's parameters, for ``loss``."""
-    return CFRConfig(loss=loss, **{f: getattr(est, f) for f in CONFIG_FIELDS}).validate()
+    """The validated core configuration of the estimator's parameters, for ``loss`` (a core field
+    the estimator has no parameter for keeps CFRConfig's default)."""
+    params = {f: getattr(est, f) for f in CONFIG_FIELDS if hasattr(est, f)}
+    return CFRConfig(loss=loss, **params).validate()
 
 
 def resolve_device(device) -> torch.device:

@@ -218,7 +218,7 @@ def random_search(
     data = (pre.x_tensor(x), torch.as_tensor(t, dtype=torch.long),
             torch.as_tensor(pre.y(y)[0], dtype=torch.float32))
     positions = (np.arange(train.size), np.arange(train.size, x.shape[0]))
-    base = {f: base_params[f] for f in CONFIG_FIELDS}
+    base = {f: base_params[f] for f in CONFIG_FIELDS if f in base_params}
     rows, sampled = [], []  # per candidate: result row, sampled hyper-parameters
     for g, (arch, members) in enumerate(_progress(groups, progress)):
         params = {**base, **arch, "batch_size": int(min({**base, **arch}["batch_size"],
