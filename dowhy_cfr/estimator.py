@@ -20,9 +20,6 @@ __all__ = ["CFR", "TARNet"]
 
 #: The defaults of the training and network parameters (see ``docs/parameters.md``).
 _D = CFRConfig()
-#: CFR's own alpha, on the standardised outcome's scale (the core's default is the paper's 0.3
-#: on raw IHDP outcomes); the core rewrite adopts 0.05 and this line goes.
-_ALPHA = 0.05
 #: EconML's shape bookkeeping, saved with a model.
 _ECONML_STATE = ("_d_y", "_d_t", "_d_t_in", "_input_names")
 
@@ -93,6 +90,9 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
     patience : int or None
         Stop after this many evaluations without improvement of the validation objective; the
         best checkpoint is kept. None runs all ``n_iter`` steps (still keeping the best).
+    relative_patience : float
+        The wait for a better checkpoint also grows with the training so far: a model stops after
+        ``max(patience * eval_every, relative_patience * best_step)`` steps without improvement.
     reweight_sample : bool
         Weight units by ``w_i = t_i/(2u) + (1-t_i)/(2(1-u))`` (Algorithm 1, line 2).
     rbf_sigma : float
@@ -154,12 +154,13 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
     """
 
     def __init__(
-        self, *, alpha=_ALPHA, ipm=_D.ipm, weight_decay=_D.weight_decay,
+        self, *, alpha=_D.alpha, ipm=_D.ipm, weight_decay=_D.weight_decay,
         rep_weight_decay=_D.rep_weight_decay, n_rep_layers=_D.n_rep_layers, rep_dim=_D.rep_dim,
         n_head_layers=_D.n_head_layers, head_dim=_D.head_dim, normalization=_D.normalization,
         weight_init=_D.weight_init, learning_rate=_D.learning_rate, lr_decay=_D.lr_decay,
         lr_decay_steps=_D.lr_decay_steps, batch_size=_D.batch_size, n_iter=_D.n_iter,
         val_fraction=_D.val_fraction, eval_every=_D.eval_every, patience=_D.patience,
+        relative_patience=_D.relative_patience,
         reweight_sample=_D.reweight_sample, rbf_sigma=_D.rbf_sigma, wass_lambda=_D.wass_lambda,
         wass_iterations=_D.wass_iterations, wass_backprop=_D.wass_backprop,
         loss="auto", model_final=None, n_ensemble=1, categories="auto", random_state=None,

@@ -290,10 +290,7 @@ class FittedMembers:
 
 def build_net(config: CFRConfig, d_in: int, seeds, n_arms: int, device="cpu") -> CFRNet:
     """A ``CFRNet`` with the architecture of ``config`` (its weights drawn from ``seeds``)."""
-    return CFRNet(d_in, seeds, n_arms=n_arms, n_rep_layers=config.n_rep_layers,
-                  rep_dim=config.rep_dim, n_head_layers=config.n_head_layers,
-                  head_dim=config.head_dim, normalization=config.normalization,
-                  weight_init=config.weight_init, device=device)
+    return CFRNet(d_in, seeds, n_arms=n_arms, device=device, **config.network_kwargs())
 
 
 # ----------------------------------------------------------------------------- final stage

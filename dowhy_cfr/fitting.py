@@ -20,7 +20,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
 
 from . import _validation as V
-from .core import CFRConfig, train_cfr
+from .core import CFRConfig, TrainingDivergedError, train_cfr
 from .fitted import (Columns, FittedCFR, FittedMembers, Preprocessing, encode_treatment, plain,
                      sklearn_seed)
 
@@ -155,12 +155,15 @@ def clamp_batch_size(config: CFRConfig, n_train: int) -> None:
         config.batch_size = n_train
 
 
-def train(est, xw, arms, y, seeds, *, encoding, columns, rows=None, fixed_split=None) -> FittedCFR:
+def train(est, xw, arms, y, seeds, *, encoding, columns, rows=None, fixed_split=None,
+          drop_failed=False) -> FittedCFR:
     """Train ``K = len(seeds)`` networks: member k on outcomes ``y[k]`` / arms ``arms[k]``
     (shape (K, n)) of the units ``rows[k]`` (default: all), sharing the covariates ``xw``.
 
     ``fixed_split = (train_rows, val_rows)`` (each (K, m)) fixes the training/validation units
     instead of splitting ``rows`` (the bootstrap resamples each side of a unit-level split).
+    A member whose training diverged before any checkpoint is dropped with a warning if
+    ``drop_failed`` (ensemble members: the others still make an ensemble), else an error.
     """
     k = len(seeds)
     if fixed_split is not None:
@@ -187,7 +190,17 @@ def train(est, xw, arms, y, seeds, *, encoding, columns, rows=None, fixed_split=
         progress=show_progress(est.verbose),
     )
     members = FittedMembers.from_result(result, seeds, train_rows, val_rows)
-    return FittedCFR(config, encoding, columns, pre, members, device=device)
+    fitted = FittedCFR(config, encoding, columns, pre, members, device=device)
+    failed = np.flatnonzero(result.failed).tolist()
+    if not failed:
+        return fitted
+    message = (f"the training of member(s) {failed} of {k} diverged before any checkpoint was "
+               f"kept; lower learning_rate, alpha or weight_decay, or check the inputs for "
+               f"extreme values")
+    if not drop_failed:
+        raise TrainingDivergedError(message)
+    warnings.warn(message + "; the ensemble goes on without them.", RuntimeWarning, stacklevel=4)
+    return fitted.select([j for j in range(k) if j not in failed])
 
 
 def fit(est, Y, T, X, W=None) -> FittedCFR:
@@ -196,7 +209,7 @@ def fit(est, Y, T, X, W=None) -> FittedCFR:
     k = check_n_ensemble(est)
     seeds = draw_seeds(est.random_state, k)
     fitted = train(est, xw, np.tile(arms, (k, 1)), np.tile(y, (k, 1)), seeds,
-                   encoding=encoding, columns=columns)
+                   encoding=encoding, columns=columns, drop_failed=True)
     return fitted.summarise(xw, est.model_final)
 
 

@@ -63,12 +63,15 @@ def test_imbalance_end_to_end(tmp_path):
 
 
 def test_speed_end_to_end(tmp_path):
-    assert main(["speed", "--k", "2", "--steps", "5", "--n-iter", "10", "--tiny",
+    assert main(["speed", "--realizations", "1-2", "--steps", "5", "--n-iter", "10", "--tiny",
                  "--out", str(tmp_path)]) == 0
     table = pd.read_csv(tmp_path / "speed.csv")
     assert table["what"].str.contains("plain PyTorch").any()
-    assert table["what"].str.contains("extrapolated").any()
+    assert table["what"].str.contains("n_ensemble=5").any()
     assert (table["seconds"] > 0).all()
+    assert (table.loc[table["what"].str.contains("steps"), "gflops"] > 0).all()
+    fits = table[table["what"].str.contains("median")]
+    assert (fits["steps"] <= 10).all() and (fits["best_step"] <= fits["steps"]).all()
 
 
 def test_biased_subsample():

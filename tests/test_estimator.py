@@ -212,11 +212,6 @@ def test_fit_stacked_equals_separate_fits():
         assert m.effect(X[:3]).shape == (3,)
 
 
-# CFRConfig default changes with the core rewrite: the core adopts alpha = 0.05 (standardised
-# outcome scale); until then the estimator's alpha differs from CFRConfig's 0.3.
-_DEFAULTS_DIFFERING_UNTIL_CORE_REWRITE = {"alpha"}
-
-
 def test_estimator_defaults_are_cfrconfig_defaults():
     """CFRConfig is the one place of the training/network defaults: every parameter CFR shares
     with it defaults to CFRConfig's value (TARNet too, except alpha, which it does not have)."""
@@ -230,9 +225,33 @@ def test_estimator_defaults_are_cfrconfig_defaults():
     for cls in (CFR, TARNet):
         params = inspect.signature(cls.__init__).parameters
         # loss: the estimator's "auto" picks CFRConfig's "mse" or "logloss" from the data
-        shared = (fields & set(params)) - _DEFAULTS_DIFFERING_UNTIL_CORE_REWRITE - {"loss"}
+        shared = (fields & set(params)) - {"loss"}
         assert len(shared) >= 20, sorted(shared)
         for name in shared:
             assert params[name].default == getattr(config, name), name
         assert cls().get_params()["n_iter"] == config.n_iter  # sklearn sees the same defaults
-    assert CFR().alpha == 0.05
+    assert CFR().alpha == config.alpha == 0.05
+    assert CFR().relative_patience == config.relative_patience
+
+
+def test_an_ensemble_member_that_diverges_is_dropped_with_a_warning(data, monkeypatch):
+    """One member of five fails before any checkpoint: the others make the ensemble (the whole
+    fit used to abort); with a single network the error is clear."""
+    import dowhy_cfr.fitting
+    from dowhy_cfr.core import TrainingDivergedError, train_cfr
+
+    X, T, Y, _ = data
+
+    def second_member_blows_up(*args, seeds, config, **kwargs):
+        wd = [config.weight_decay] * len(seeds)
+        if len(seeds) > 1:
+            wd[1] = 1e39
+        return train_cfr(*args, seeds=seeds, config=config, weight_decay=wd, **kwargs)
+
+    monkeypatch.setattr(dowhy_cfr.fitting, "train_cfr", second_member_blows_up)
+    with pytest.warns(RuntimeWarning, match=r"member\(s\) \[1\] of 5 diverged"):
+        est = CFR(**{**TINY, "n_ensemble": 5}).fit(Y, T, X=X)
+    assert len(est.seeds_) == 4 and len(est.best_iteration_) == 4
+    assert np.isfinite(est.effect(X[:5])).all()
+    with pytest.raises(TrainingDivergedError, match="non-finite"):
+        CFR(**{**TINY, "weight_decay": 1e39}).fit(Y, T, X=X)

@@ -5,7 +5,7 @@ Commands
 ``ihdp``       Table 1 (IHDP): root PEHE and ATE error, within- and out-of-sample.
 ``jobs``       Table 1 (Jobs): policy risk and ATT error; the policy curve.
 ``imbalance``  Fig. 2: CFR-Wass error vs alpha on biased IHDP subsamples.
-``speed``      wall time of single, stacked and sequential fits; ms/step vs plain PyTorch.
+``speed``      wall time of default and ensemble fits, stacked vs single; ms/step and GFLOP/s.
 
 Every command prints a markdown table and, with ``--out DIR``, writes CSV and markdown (and
 plots, when matplotlib is installed) into ``DIR``.
@@ -18,6 +18,7 @@ import sys
 import time
 
 from . import report
+from ..core import CFRConfig
 from .methods import ALL_METHODS
 
 __all__ = ["main", "build_parser"]
@@ -25,7 +26,7 @@ __all__ = ["main", "build_parser"]
 # CFR-MMD's alpha: the squared linear MMD of a trained TARNet representation is ~20-40x smaller
 # than its Wasserstein distance on IHDP (0.008 vs 0.3 on realization 1), so the MMD penalty
 # needs a ~20x larger alpha to weigh about as much; see docs/benchmarks.md.
-DEFAULT_ALPHA_WASS = 0.05
+DEFAULT_ALPHA_WASS = CFRConfig().alpha
 DEFAULT_ALPHA_MMD = 1.0
 
 
@@ -111,8 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-keep", type=int, default=400, help="units kept (default 400)")
     _common(p, methods=False)
 
-    p = sub.add_parser("speed", help="wall time: single, stacked and sequential fits")
-    p.add_argument("--k", type=int, default=16, help="stacked realizations (default 16)")
+    p = sub.add_parser("speed", help="wall time: default/ensemble fits, stacking, ms per step")
+    p.add_argument("--realizations", type=report.parse_range, default=report.parse_range("1-10"),
+                   help="realizations fitted one by one, and together in one stack (default "
+                        "1-10)")
+    p.add_argument("--device", default="cpu", help='"cpu" (default), "cuda" or "auto"')
     p.add_argument("--steps", type=int, default=300,
                    help="steps timed for the package-vs-plain comparison (default 300)")
     p.add_argument("--out", metavar="DIR", default=None)
@@ -181,8 +185,9 @@ def main(argv=None) -> int:
     else:  # speed
         from .speed import run_speed
 
-        table, md = run_speed(k=args.k, steps=args.steps, n_iter=args.n_iter, tiny=args.tiny,
-                              seed=args.seed)
+        table, md = run_speed(realizations=args.realizations, steps=args.steps,
+                              n_iter=args.n_iter, tiny=args.tiny, seed=args.seed,
+                              device=args.device)
         if args.out is not None:
             from pathlib import Path
 

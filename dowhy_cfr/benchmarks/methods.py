@@ -52,7 +52,6 @@ ALL_METHODS = BASELINES + CFR_METHODS
 
 # Tiny settings used by tests and smoke runs (--tiny)
 TINY_NET = dict(n_rep_layers=1, rep_dim=20, n_head_layers=1, head_dim=10, eval_every=10)
-_TINY_NET = TINY_NET  # the old name, still imported by benchmarks/speed.py
 
 
 def display_name(method: str, binary: bool) -> str:

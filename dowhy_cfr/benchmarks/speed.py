@@ -1,20 +1,16 @@
-"""Wall-time benchmark of the stacked implementation.
+"""Wall-time benchmark of the training engine (``python -m dowhy_cfr.benchmarks speed``).
 
-Measures, on IHDP (fitted on ``ihdp_split(747, seed=r).within``, as in the IHDP benchmark):
+Measures on IHDP (each realization fitted on ``ihdp_split(747, seed=r).within``, as in the IHDP
+benchmark), after an untimed warm-up fit:
 
-0. an untimed 5-step warm-up fit (the first torch calls of a process are slow);
-1. one default ``CFR`` fit on realization 1 (``K = 1``; early stopping as configured);
-2. ``K`` realizations (default 16) trained together by ``CFR.fit_stacked``: total and per model;
-3. sequential ``K = 1`` fits: only two are timed (realizations 1 and 2, the first being fit 1)
-   and the time for ``K`` of them is extrapolated as ``K x`` their mean -- stated in the output;
+1. a default ``CFR`` fit on each of the given realizations: median wall time, steps run, best step;
+2. the same with ``n_ensemble=5`` (five members in one stack);
+3. all the realizations in one ``CFR.fit_stacked`` pass against the sum of the single fits;
 4. ms per training step of the package's ``K = 1`` network (``core.train_cfr``, no early
-   stopping, one evaluation at the end) against a minimal plain PyTorch implementation of the
-   same network (``nn.Linear`` layers, same widths, ELU, unit-sphere normalisation, two heads,
-   weighted squared loss, the same Wasserstein IPM function, L2 on the heads, Adam with the
-   same staircase decay, same batch size and number of steps).
+   stopping) against a minimal plain PyTorch loop of the same network and objective, with the
+   step's matrix-product FLOP count (``torch.utils.flop_counter``) and the GFLOP/s achieved.
 
-Because early stopping makes different fits run different numbers of steps, per-step times are
-reported next to wall times.
+Measurements and their commands: ``docs/results.md`` (section "Speed").
 """
 
 from __future__ import annotations
@@ -122,72 +118,108 @@ def _package_steps(x, t, y, *, n_steps: int, config: CFRConfig, seed: int = 0) -
     return time.perf_counter() - start
 
 
-def run_speed(*, k: int = 16, steps: int = 300, n_iter: int | None = None, tiny: bool = False,
-              seed: int = 0):
-    """Run the speed benchmark; returns ``(table, markdown)``."""
-    from .methods import _TINY_NET
+def step_flops(x, t, y, *, config: CFRConfig) -> int:
+    """Matrix-product FLOPs of one training step (forward and backward) of the plain network,
+    which does the same arithmetic as the package's step."""
+    from torch.utils.flop_counter import FlopCounterMode
 
-    params = dict(random_state=seed, verbose=0)
+    net = PlainCFR(x.shape[1], n_rep=config.n_rep_layers, rep_dim=config.rep_dim,
+                   n_head=config.n_head_layers, head_dim=config.head_dim)
+    b = min(config.batch_size, len(x))
+    xb = torch.as_tensor(x[:b], dtype=torch.float32)
+    tb = torch.as_tensor(t[:b], dtype=torch.float32)
+    yb = torch.as_tensor(y[:b], dtype=torch.float32)
+    with FlopCounterMode(display=False) as counter:
+        phi, o0, o1 = net(xb)
+        loss = (torch.where(tb > 0.5, o1, o0) - yb).pow(2).mean()
+        if config.alpha > 0:
+            loss = loss + config.alpha * imbalance(phi, tb, check=False, **config.ipm_kwargs())
+        loss.backward()
+    return int(counter.get_total_flops())
+
+
+def _fit_row(what, fits):
+    secs = [s for s, _, _ in fits]
+    return dict(what=what, seconds=float(np.median(secs)), steps=int(np.median([n for _, n, _ in fits])),
+                best_step=int(np.median([b for _, _, b in fits])), models=1,
+                ms_per_step_per_model=1e3 * sum(secs) / sum(n for _, n, _ in fits))
+
+
+def run_speed(*, realizations=range(1, 11), steps: int = 300, n_iter: int | None = None,
+              tiny: bool = False, seed: int = 0, device: str = "cpu"):
+    """Run the speed benchmark; returns ``(table, markdown)``."""
+    from .methods import TINY_NET
+
+    params = dict(random_state=seed, verbose=0, device=device)
     if tiny:
-        params.update(_TINY_NET)
+        params.update(TINY_NET)
     if n_iter is not None:
         params["n_iter"] = int(n_iter)
-    reals = list(range(1, max(k, 2) + 1))
+    reals = list(realizations)
     data = load_ihdp_many(reals)
     x = np.ascontiguousarray(data["x"][0])
     t = np.ascontiguousarray(data["t"][0])
     splits = [ihdp_split(len(x), seed=r) for r in reals]
-    rows = []
 
-    def fit_one(i):
+    def fit_one(i, **extra):
         w = splits[i].within
         start = time.perf_counter()
-        est = CFR(**params).fit(data["yf"][i][w], t[w], X=x[w])
-        return time.perf_counter() - start, est.n_iter_
+        est = CFR(**{**params, **extra}).fit(data["yf"][i][w], t[w], X=x[w])
+        return time.perf_counter() - start, est.n_iter_, int(np.max(est.best_iteration_))
 
-    # warm-up (first torch calls, allocator): not timed
-    w0 = splits[0].within
-    CFR(**dict(params, n_iter=5)).fit(data["yf"][0][w0], t[w0], X=x[w0])
-    # 1 + 3: sequential K=1 fits of realizations 1 and 2
-    seq = [fit_one(0), fit_one(1)]
-    rows.append(dict(what="CFR fit, K=1 (realization 1)", seconds=seq[0][0], steps=seq[0][1],
-                     models=1, ms_per_step_per_model=1e3 * seq[0][0] / seq[0][1]))
-    # 2: K stacked
-    units = np.stack([splits[i].within for i in range(k)])
+    fit_one(0, n_iter=5)  # warm-up (first torch calls, allocator): not timed
+    single = [fit_one(i) for i in range(len(reals))]
+    ensemble = [fit_one(i, n_ensemble=5) for i in range(len(reals))]
+    rows = [_fit_row(f"default CFR fit, median of {len(reals)} realizations", single),
+            _fit_row(f"CFR n_ensemble=5, median of {len(reals)} realizations", ensemble)]
+    units = np.stack([s.within for s in splits])
     start = time.perf_counter()
-    members = CFR(**params).fit_stacked(data["yf"][:k], t, X=x, units=units)
+    members = CFR(**params).fit_stacked(data["yf"], t, X=x, units=units)
     secs = time.perf_counter() - start
     steps_run = int(max(m.history_["step"].max() for m in members))
-    rows.append(dict(what=f"CFR fit_stacked, K={k}", seconds=secs, steps=steps_run, models=k,
-                     ms_per_step_per_model=1e3 * secs / steps_run / k))
-    rows.append(dict(what=f"CFR fit_stacked, K={k}: per model", seconds=secs / k,
-                     steps=steps_run, models=1, ms_per_step_per_model=np.nan))
-    mean_seq = float(np.mean([s for s, _ in seq]))
-    rows.append(dict(what=f"{k} sequential K=1 fits (extrapolated: {k} x mean of 2 timed fits)",
-                     seconds=k * mean_seq, steps=int(np.mean([n for _, n in seq])), models=k,
-                     ms_per_step_per_model=1e3 * sum(s for s, _ in seq) / sum(n for _, n in seq)))
-    # 4: per-step, package K=1 vs plain PyTorch
+    rows.append(dict(what=f"CFR fit_stacked, K={len(reals)} realizations", seconds=secs,
+                     steps=steps_run, best_step=int(np.median([m.best_iteration_[0] for m in members])),
+                     models=len(reals), ms_per_step_per_model=1e3 * secs / steps_run / len(reals)))
+    rows.append(dict(what=f"{len(reals)} single fits, one after the other (sum)",
+                     seconds=sum(s for s, _, _ in single), steps=np.nan, best_step=np.nan,
+                     models=len(reals), ms_per_step_per_model=np.nan))
+    cfg, x_std, t0, y_std = _step_inputs(params, x, t, data["yf"][0], splits[0].within)
+    flops = step_flops(x_std, t0, y_std, config=cfg)
+    for label, fn in (("package network, K=1 (core.train_cfr)", _package_steps),
+                      ("plain PyTorch nn.Module", plain_steps)):
+        fn(x_std, t0, y_std, n_steps=5, config=cfg, seed=seed)  # warm-up
+        s_ = fn(x_std, t0, y_std, n_steps=steps, config=cfg, seed=seed)
+        rows.append(dict(what=f"{label}: {steps} steps", seconds=s_, steps=steps,
+                         best_step=np.nan, models=1, ms_per_step_per_model=1e3 * s_ / steps,
+                         gflops=flops * steps / s_ / 1e9))
+    table = pd.DataFrame(rows)
+    return table, _markdown(table, flops, cfg, params, tiny)
+
+
+def _step_inputs(params, x, t, y_all, w):
     est_params = CFR(**params).get_params()
     cfg = CFRConfig(**{f: est_params[f] for f in CFRConfig.__dataclass_fields__
                        if f in est_params and f != "loss"}).validate()  # squared loss
-    w = splits[0].within
-    y0 = data["yf"][0][w]
-    y_std = (y0 - y0.mean()) / y0.std()
+    y0 = y_all[w]
     x_std = (x[w] - x[w].mean(0)) / np.where(x[w].std(0) > 0, x[w].std(0), 1.0)
-    for label, fn in (("package network, K=1 (core.train_cfr)", _package_steps),
-                      ("plain PyTorch nn.Module", plain_steps)):
-        fn(x_std, t[w], y_std, n_steps=5, config=cfg, seed=seed)  # warm-up
-        s = fn(x_std, t[w], y_std, n_steps=steps, config=cfg, seed=seed)
-        rows.append(dict(what=f"{label}: {steps} steps", seconds=s, steps=steps, models=1,
-                         ms_per_step_per_model=1e3 * s / steps))
-    table = pd.DataFrame(rows)
-    md = ["## Speed (IHDP, CPU, torch threads = %d)" % torch.get_num_threads(), "",
-          "| what | wall s | steps | ms / step / model |", "|---|---|---|---|"]
+    return cfg, x_std, t[w], (y0 - y0.mean()) / y0.std()
+
+
+def _markdown(table, flops, cfg, params, tiny) -> str:
+    md = [f"## Speed (IHDP, {params['device']}, torch threads = {torch.get_num_threads()})", "",
+          "| what | wall s | steps run | best step | ms / step / model | GFLOP/s |",
+          "|---|---|---|---|---|---|"]
+
+    def fmt(v, f):
+        return "" if pd.isna(v) else format(v, f)
+
     for _, r in table.iterrows():
-        ms = "" if np.isnan(r["ms_per_step_per_model"]) else f"{r['ms_per_step_per_model']:.2f}"
-        md.append(f"| {r['what']} | {r['seconds']:.2f} | {r['steps']} | {ms} |")
-    md += ["", f"Speed-up of stacking over sequential fits (wall, extrapolated): "
-               f"{k * mean_seq / secs:.1f}x. Settings: "
-               f"{'tiny network, ' if tiny else ''}n_iter={params.get('n_iter', 3000)}, "
-               f"batch_size={cfg.batch_size}, ipm={cfg.ipm}, alpha={cfg.alpha}."]
-    return table, "\n".join(md)
+        md.append(f"| {r['what']} | {r['seconds']:.2f} | {fmt(r['steps'], '.0f')} | "
+                  f"{fmt(r['best_step'], '.0f')} | {fmt(r['ms_per_step_per_model'], '.2f')} | "
+                  f"{fmt(r.get('gflops', np.nan), '.1f')} |")
+    md += ["", f"One training step: {flops / 1e6:.1f} MFLOP in matrix products (forward and "
+               f"backward). Settings: {'tiny network, ' if tiny else ''}"
+               f"n_iter={params.get('n_iter', cfg.n_iter)}, batch_size={cfg.batch_size}, "
+               f"ipm={cfg.ipm}, alpha={cfg.alpha}, eval_every={cfg.eval_every}, "
+               f"patience={cfg.patience}, relative_patience={cfg.relative_patience}."]
+    return "\n".join(md)

@@ -4,17 +4,11 @@ Only torch and numpy are imported here. Every tensor carries a leading model axi
 ``K`` independent networks train in one vectorised pass.
 """
 
-from .ipm import IPM_NAMES, imbalance, mmd2_lin, mmd2_rbf, pairwise_sq_dists, wasserstein
-from .network import NORMALIZATIONS, CFRNet
-from .training import (
-    LOSSES,
-    CFRConfig,
-    TrainingDivergedError,
-    TrainResult,
-    predict,
-    sample_weights,
-    train_cfr,
-)
+from .config import IPM_NAMES, LOSSES, NORMALIZATIONS, CFRConfig
+from .ipm import imbalance, mmd2_lin, mmd2_rbf, pairwise_sq_dists, wasserstein
+from .network import CFRNet, predict
+from .objective import sample_weights
+from .training import TrainingDivergedError, TrainResult, train_cfr
 
 __all__ = [
     "IPM_NAMES",

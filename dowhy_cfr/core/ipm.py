@@ -23,8 +23,8 @@ Definitions (Shalit, Johansson & Sontag, 2017, Sec. 4 and supplement):
     entropic (Sinkhorn) approximation of the Wasserstein-1 distance between the two empirical
     distributions, supplement Algorithm 2: Euclidean cost ``M``, entropic scale
     ``lambda / mean(M)``, a fixed number of Sinkhorn iterations, and ``W = <T, M>`` for the
-    resulting transport plan ``T``. Computed in the log domain so the kernel ``exp(-lambda M)``
-    cannot underflow.
+    resulting transport plan ``T``. Each row of the kernel ``exp(-lambda M)`` is scaled to a
+    largest entry of 1 (which leaves the plan unchanged), so the iterations cannot underflow.
 ``wass2``
     the same with squared Euclidean cost.
 """
@@ -32,6 +32,8 @@ Definitions (Shalit, Johansson & Sontag, 2017, Sec. 4 and supplement):
 from __future__ import annotations
 
 import torch
+
+from .config import IPM_NAMES, CFRConfig
 
 __all__ = [
     "IPM_NAMES",
@@ -42,7 +44,7 @@ __all__ = [
     "pairwise_sq_dists",
 ]
 
-IPM_NAMES = ("wass", "wass2", "mmd2_lin", "mmd2_rbf")
+_DEFAULT = CFRConfig()
 
 # The RBF kernel is evaluated at arguments >= _EXP_FLOOR: exp(-80) ~ 1.8e-35 is still a normal
 # float32, and results that would underflow to subnormals are both meaningless here and, on many
@@ -51,6 +53,12 @@ _EXP_FLOOR = -80.0
 # Floor under squared distances before a square root: d sqrt(x)/dx is infinite at 0, and the
 # clamp makes the gradient exactly 0 there instead (the paper's code uses the same bound).
 _SQRT_FLOOR = 1e-10
+# Floor under the (row-scaled) Sinkhorn kernel's exponent. A control column whose entries all sit
+# at the floor gets v_j ~ b_j / (n_t exp(floor)), and the gradient of b_j / (K^T u)_j carries the
+# square of that denominator: exp(2 * floor) must stay a normal float. (The reference code adds 1e-6
+# = exp(-13.8) to every entry of its kernel, a coarser floor.)
+_SINKHORN_FLOOR = {torch.float64: -300.0}
+_SINKHORN_FLOOR_32 = -30.0
 
 
 def _as_stack(phi: torch.Tensor, t: torch.Tensor, valid: torch.Tensor | None):
@@ -95,46 +103,19 @@ def _exp(x: torch.Tensor) -> torch.Tensor:
 def pairwise_sq_dists(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Squared Euclidean distances between the rows of ``a`` (K, n, r) and ``b`` (K, m, r).
 
-    Uses ``|a|^2 + |b|^2 - 2 a.b`` (memory O(K n m), not O(K n m r)) and clamps the rounding
-    noise below zero.
+    Uses ``|a|^2 + |b|^2 - 2 a.b`` (memory O(K n m), not the O(K n m r) of explicit
+    differences) on rows centred at the mean of ``a``. The distances do not depend on the centre,
+    but the rounding error does: it scales with the squared norms that cancel, so centring makes
+    it proportional to the spread of the batch instead of to |Phi|^2 = 1 (``"divide"``), which
+    keeps near-identical representations (distance 1e-4) accurate in float32. Rounding noise
+    below zero is clamped.
     """
+    centre = a.detach().mean(-2, keepdim=True)  # a shift: the distances' value and gradient
+    a, b = a - centre, b - centre  # do not depend on it, only their rounding does
     sq_a = a.pow(2).sum(-1)
     sq_b = b.pow(2).sum(-1)
     d2 = torch.baddbmm(sq_a.unsqueeze(-1) + sq_b.unsqueeze(-2), a, b.transpose(1, 2), alpha=-2.0)
     return d2.clamp_min(0.0)
-
-
-def _group_order(tm: torch.Tensor) -> torch.Tensor:
-    """Per model, the batch positions with the treated first (stable), then the rest."""
-    return torch.argsort((~tm).to(torch.int8), dim=1, stable=True)
-
-
-def _group_blocks(phi, tm, cm, n_t, n_c):
-    """Treated rows (K, Nt, r) and control rows (K, Nc, r), padded, with validity masks."""
-    k, b, _ = phi.shape
-    nt_max = int(n_t.max())
-    nc_max = int(n_c.max())
-    order_t = _group_order(tm)[:, :nt_max]
-    order_c = _group_order(cm)[:, :nc_max]
-    ar_t = torch.arange(nt_max, device=phi.device)
-    ar_c = torch.arange(nc_max, device=phi.device)
-    valid_t = ar_t.unsqueeze(0) < n_t.unsqueeze(1)
-    valid_c = ar_c.unsqueeze(0) < n_c.unsqueeze(1)
-    phi_t = phi.gather(1, order_t.unsqueeze(-1).expand(-1, -1, phi.shape[2]))
-    phi_c = phi.gather(1, order_c.unsqueeze(-1).expand(-1, -1, phi.shape[2]))
-    return phi_t, valid_t, phi_c, valid_c
-
-
-def _scatter_plan(plan, phi, tm, cm, n_t, n_c):
-    """Place a (K, Nt, Nc) block plan back into batch coordinates (K, B, B)."""
-    k, b, _ = phi.shape
-    order_t = _group_order(tm)[:, : plan.shape[1]]
-    order_c = _group_order(cm)[:, : plan.shape[2]]
-    full = plan.new_zeros(k, b, b)
-    rows = order_t.unsqueeze(2).expand_as(plan)
-    cols = order_c.unsqueeze(1).expand_as(plan)
-    full[torch.arange(k).view(-1, 1, 1), rows, cols] = plan
-    return full
 
 
 def mmd2_lin(phi, t, valid=None, *, check: bool = True) -> torch.Tensor:
@@ -148,7 +129,8 @@ def mmd2_lin(phi, t, valid=None, *, check: bool = True) -> torch.Tensor:
     return out[0] if squeeze else out
 
 
-def mmd2_rbf(phi, t, valid=None, *, sigma: float = 0.1, check: bool = True) -> torch.Tensor:
+def mmd2_rbf(phi, t, valid=None, *, sigma: float = _DEFAULT.rbf_sigma,
+             check: bool = True) -> torch.Tensor:
     """Unbiased squared MMD with kernel ``exp(-||a-b||^2 / sigma^2)``.
 
     ``MMD^2 = mean_{i!=j in t} k + mean_{i!=j in c} k - 2 mean_{i in t, j in c} k``.
@@ -178,9 +160,9 @@ def wasserstein(
     t,
     valid=None,
     *,
-    lam: float = 10.0,
-    n_iter: int = 10,
-    backprop: bool = True,
+    lam: float = _DEFAULT.wass_lambda,
+    n_iter: int = _DEFAULT.wass_iterations,
+    backprop: bool = _DEFAULT.wass_backprop,
     squared: bool = False,
     check: bool = True,
     return_plan: bool = False,
@@ -211,38 +193,60 @@ def wasserstein(
         raise ValueError(f"n_iter must be at least 1, got {n_iter!r}")
     phi, tm, cm, squeeze = _as_stack(phi, t, valid)
     n_t, n_c = _counts(tm, cm, check)
-    dt = phi.dtype
-    # Work on the compact (treated x control) block rather than masking a (B x B) matrix: the
-    # models' groups are gathered to the front (treated) and the back (control) of each batch and
-    # padded to the largest group of the stack; padding carries zero mass.
-    phi_t, pad_t, phi_c, pad_c = _group_blocks(phi, tm, cm, n_t, n_c)
-    d2 = pairwise_sq_dists(phi_t, phi_c)  # (K, Nt, Nc)
+    # The (B x B) matrix of the whole batch, with rows = treated and columns = control selected
+    # by masks: every model's arithmetic has the same shape whatever its group sizes, so a model
+    # computes exactly the same in a stack as alone, and no group size is read back to the host.
+    pair = tm.unsqueeze(2) & cm.unsqueeze(1)  # (K, B, B): treated row i, control column j
+    d2 = pairwise_sq_dists(phi, phi)
     cost = d2 if squared else torch.sqrt(d2.clamp_min(_SQRT_FLOOR))
-    pair_f = (pad_t.unsqueeze(2) & pad_c.unsqueeze(1)).to(dt)
-    mean_cost = ((cost * pair_f).sum((1, 2)) / (n_t * n_c).clamp_min(1).to(dt)).detach()
+    n_pairs = (n_t * n_c).clamp_min(1).to(phi.dtype)
+    mean_cost = (torch.where(pair, cost, 0.0).sum((1, 2)) / n_pairs).detach()
     # entropic scale lambda relative to the mean cost, treated as a constant (reference code)
-    eff_lam = lam / mean_cost.clamp_min(1e-12)
-    log_kernel = -eff_lam.view(-1, 1, 1) * cost
-    # uniform marginals: a_i = 1/n_t on treated rows, b_j = 1/n_c on control columns, 0 on padding
-    neg_inf = torch.tensor(float("-inf"), dtype=dt, device=phi.device)
-    log_a = torch.where(pad_t, -torch.log(n_t.clamp_min(1).to(dt)).unsqueeze(1), neg_inf)
-    log_b = torch.where(pad_c, -torch.log(n_c.clamp_min(1).to(dt)).unsqueeze(1), neg_inf)
-    log_v = torch.where(pad_c, torch.zeros_like(log_b), neg_inf)
-    log_u = log_a
-    for _ in range(int(n_iter)):
-        # u = a / (K v);  v = b / (K^T u)   (Algorithm 2), in logs; padded entries stay at -inf
-        log_u = log_a - torch.logsumexp(log_kernel + log_v.unsqueeze(1), dim=2)
-        log_v = log_b - torch.logsumexp(log_kernel + log_u.unsqueeze(2), dim=1)
-    # T = diag(u) K diag(v)
-    plan = torch.exp(log_u.unsqueeze(2) + log_kernel + log_v.unsqueeze(1))
+    eff_lam = (lam / mean_cost.clamp_min(1e-12)).view(-1, 1, 1)
+    kernel = _stable_kernel(eff_lam * cost, pair)
+    u, v = _sinkhorn(kernel, tm.to(phi.dtype) / n_t.clamp_min(1).to(phi.dtype).unsqueeze(1),
+                     cm.to(phi.dtype) / n_c.clamp_min(1).to(phi.dtype).unsqueeze(1), int(n_iter))
+    plan = u.unsqueeze(2) * kernel * v.unsqueeze(1)  # T = diag(u) K diag(v), 0 off the block
     if not backprop:
         plan = plan.detach()
     dist = (plan * cost).sum((1, 2))
-    if return_plan:
-        plan = _scatter_plan(plan, phi, tm, cm, n_t, n_c)
     if squeeze:
         dist, plan = dist[0], plan[0]
     return (dist, plan) if return_plan else dist
+
+
+def _stable_kernel(scaled_cost: torch.Tensor, pair: torch.Tensor) -> torch.Tensor:
+    """``K = exp(-lambda M)`` on the treated x control block, 0 elsewhere, each row divided by
+    its largest entry.
+
+    Dividing row i by ``exp(-lambda min_j M_ij)`` rescales ``u_i`` and leaves every Sinkhorn
+    iterate's plan ``diag(u) K diag(v)`` unchanged, so the shift is a constant for autograd; it
+    keeps one entry of 1 in each row, so ``K v`` cannot underflow. The exponent is floored at
+    ``_SINKHORN_FLOOR`` (exp(-30) ~ 1e-13 in float32): such entries carry no mass to speak of,
+    the gradient of the iterations stays finite, and ``exp`` never underflows (which is also
+    10-30x slower on CPUs).
+    """
+    floor = _SINKHORN_FLOOR.get(scaled_cost.dtype, _SINKHORN_FLOOR_32)
+    on_block = torch.where(pair, scaled_cost, torch.inf)
+    row_min = on_block.amin(2, keepdim=True).detach()
+    row_min = torch.where(torch.isfinite(row_min), row_min, 0.0)
+    exponent = (row_min - scaled_cost).clamp(floor, 0.0)
+    return torch.where(pair, torch.exp(exponent), 0.0)
+
+
+def _sinkhorn(kernel, a, b, n_iter):
+    """Supplement Algorithm 2: ``u = a / (K v)``, ``v = b / (K^T u)`` with the uniform marginals
+    ``a = 1/n_t`` on the treated rows and ``b = 1/n_c`` on the control columns (0 elsewhere).
+    Outside the groups (``a`` or ``b`` = 0, an empty row or column of ``K``) the denominator is
+    replaced by 1, so that no 0/0 reaches the values or the gradient."""
+    rows, cols = a > 0, b > 0
+    v = cols.to(kernel.dtype)
+    for _ in range(n_iter):
+        # products as sums, not bmm: a batched matrix-vector product may round differently for
+        # K = 1 and K > 1, and a model must compute the same in a stack as alone
+        u = a / torch.where(rows, (kernel * v.unsqueeze(1)).sum(2), 1.0)
+        v = b / torch.where(cols, (kernel * u.unsqueeze(2)).sum(1), 1.0)
+    return u, v
 
 
 def imbalance(
@@ -250,11 +254,11 @@ def imbalance(
     t,
     valid=None,
     *,
-    ipm: str = "wass",
-    rbf_sigma: float = 0.1,
-    wass_lambda: float = 10.0,
-    wass_iterations: int = 10,
-    wass_backprop: bool = True,
+    ipm: str = _DEFAULT.ipm,
+    rbf_sigma: float = _DEFAULT.rbf_sigma,
+    wass_lambda: float = _DEFAULT.wass_lambda,
+    wass_iterations: int = _DEFAULT.wass_iterations,
+    wass_backprop: bool = _DEFAULT.wass_backprop,
     check: bool = True,
 ) -> torch.Tensor:
     """The imbalance term ``IPM(Phi|t=0, Phi|t=1)`` selected by name (see ``IPM_NAMES``)."""

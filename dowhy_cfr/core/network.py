@@ -23,9 +23,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["CFRNet", "NORMALIZATIONS"]
+from .config import NORMALIZATIONS, CFRConfig
 
-NORMALIZATIONS = ("divide", "none")
+__all__ = ["CFRNet", "NORMALIZATIONS", "predict"]
+
+_DEFAULT = CFRConfig()
 
 
 def _stacked_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -64,12 +66,12 @@ class CFRNet(nn.Module):
         seeds: Sequence[int],
         *,
         n_arms: int = 2,
-        n_rep_layers: int = 3,
-        rep_dim: int = 200,
-        n_head_layers: int = 3,
-        head_dim: int = 100,
-        normalization: str = "divide",
-        weight_init: float = 0.1,
+        n_rep_layers: int = _DEFAULT.n_rep_layers,
+        rep_dim: int = _DEFAULT.rep_dim,
+        n_head_layers: int = _DEFAULT.n_head_layers,
+        head_dim: int = _DEFAULT.head_dim,
+        normalization: str = _DEFAULT.normalization,
+        weight_init: float = _DEFAULT.weight_init,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str = "cpu",
     ):
@@ -157,32 +159,6 @@ class CFRNet(nn.Module):
             total = total + sum(w.pow(2).sum(dim=(1, 2)) for w in self.rep_weights) * 0.5
         return total
 
-    # -- checkpoint helpers used by per-model early stopping ---------------------------------
-    def state_copy(self) -> list[torch.Tensor]:
-        return [p.detach().clone() for p in self.parameters()]
-
-    @torch.no_grad()
-    def update_where(self, store: list[torch.Tensor], mask: torch.Tensor) -> None:
-        """``store[k] <- current[k]`` for the models with ``mask[k]``."""
-        for s, p in zip(store, self.parameters()):
-            m = mask.view(-1, *([1] * (p.dim() - 1)))
-            s.copy_(torch.where(m, p.detach(), s))
-
-    @torch.no_grad()
-    def store_into(self, store: list[torch.Tensor], models: torch.Tensor,
-                   positions: torch.Tensor) -> None:
-        """``store[models] <- current[positions]``: save checkpoints of some models into a
-        store that holds all models (``positions`` indexes this, possibly compacted, stack)."""
-        for s, p in zip(store, self.parameters()):
-            s[models] = p.detach()[positions]
-
-    @torch.no_grad()
-    def load_state(self, store: list[torch.Tensor]) -> None:
-        """Load a full store (all models); the stack takes the store's number of models."""
-        for s, p in zip(store, self.parameters()):
-            p.data = s.clone()
-        self.n_models = int(store[0].shape[0])
-
     @torch.no_grad()
     def select(self, models: Sequence[int]) -> "CFRNet":
         """A new ``CFRNet`` holding only the given models (used for save/inspection)."""
@@ -194,3 +170,27 @@ class CFRNet(nn.Module):
             p_new.data = p.data.index_select(0, idx).clone()
         new.n_models = len(models)
         return new
+
+
+@torch.no_grad()
+def predict(net: CFRNet, x: torch.Tensor, *, batch_size: int = 65536,
+            representation: bool = False):
+    """Outputs of every model on shared covariates ``x`` (n, d), in batches.
+
+    Returns ``outputs`` (K, n_arms, n), and with ``representation=True`` also ``phi``
+    (K, n, rep_dim).
+    """
+    net.eval()
+    device = net.rep_weights[0].device
+    k = net.n_models
+    outs, phis = [], []
+    for start in range(0, x.shape[0], batch_size):
+        xb = x[start : start + batch_size].to(device)
+        phi, out = net(xb.unsqueeze(0).expand(k, -1, -1))
+        outs.append(out)
+        if representation:
+            phis.append(phi)
+    out = torch.cat(outs, dim=2) if outs else torch.empty(k, net.n_arms, 0)
+    if representation:
+        return out, (torch.cat(phis, dim=1) if phis else torch.empty(k, 0, 0))
+    return out

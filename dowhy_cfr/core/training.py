@@ -1,315 +1,96 @@
-"""Training of ``K`` stacked CFR networks: the objective of Eq. 3, optimised as in Algorithm 1.
+"""Training of ``K`` stacked CFR networks: Algorithm 1 of Shalit et al. (2017) on the objective
+of Eq. 3 (:mod:`.objective`), for all models at once.
 
-For each model k (all K at once)::
-
-    min_{Phi, h}  1/n sum_i w_i * L(h_{t_i}(Phi(x_i)), y_i)          # weighted factual loss
-                  + lambda * R(h)                                      # L2 on the heads
-                  + alpha * IPM({Phi(x_i)}_{t_i=0}, {Phi(x_i)}_{t_i=1}) # imbalance, per batch
-    with  w_i = t_i / (2u) + (1 - t_i) / (2(1 - u)),  u = share treated   (Algorithm 1, line 2)
-
-by Adam on mini-batches that always contain both arms, with a staircase learning-rate decay, a
-stratified validation split and per-model early stopping on the validation objective.
-
-The ``K`` objectives are summed before ``backward()``; since they share no parameters and Adam
-updates each parameter element on its own, model k follows exactly the trajectory it would follow
-alone with the same seed.
+The ``K`` objectives are summed before ``backward()``; since the models share no parameters and
+Adam updates each parameter element on its own, model k follows exactly the trajectory it would
+follow alone with the same seed. The parts beside the loop: batch sources (:mod:`.batches`),
+checkpoints, early stopping and compaction (:mod:`.stopping`), defaults (:mod:`.config`).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
-from .ipm import IPM_NAMES, imbalance
-from .network import NORMALIZATIONS, CFRNet
+from .batches import InMemoryBatches, StreamBatches
+from .config import LOSSES, CFRConfig
+from .network import CFRNet, predict
+from .objective import Eq3Terms, arm_imbalance, eq3, factual, sample_weights, weighted_loss_sum
+from .stopping import Checkpoints, adam, compact_stack
 
 __all__ = [
     "CFRConfig",
+    "LOSSES",
     "TrainResult",
     "TrainingDivergedError",
-    "sample_weights",
-    "derive_seeds",
-    "train_cfr",
-    "predict",
-    "factual",
+    "algorithm1",
     "arm_imbalance",
-    "LOSSES",
+    "derive_seeds",
+    "factual",
+    "predict",
+    "sample_weights",
+    "train_cfr",
 ]
 
-LOSSES = ("mse", "logloss")
+_EVAL_CHUNK = 65536
+_HISTORY_KEYS = ("train_loss", "train_imbalance", "val_loss", "val_imbalance", "val_objective")
 
 
 class TrainingDivergedError(RuntimeError):
-    """The training objective became NaN or infinite before any checkpoint was kept."""
-
-
-@dataclass
-class CFRConfig:
-    """Hyper-parameters of CFR. Defaults follow the paper's IHDP configuration.
-
-    Source of each default: ``configs/example_ihdp.txt`` of the authors' code (clinicalml/cfrnet)
-    and the paper's Sec. 5, except where noted.
-    """
-
-    alpha: float = 0.3  # imbalance weight alpha (Eq. 3); cfrnet p_alpha on IHDP
-    ipm: str = "wass"  # CFR-Wass, the paper's best IHDP model
-    weight_decay: float = 1e-4  # lambda of Eq. 3 (cfrnet p_lambda), on the heads only
-    rep_weight_decay: bool = False  # cfrnet rep_weight_decay = 0
-    n_rep_layers: int = 3  # cfrnet n_in
-    rep_dim: int = 200  # cfrnet dim_in
-    n_head_layers: int = 3  # cfrnet n_out
-    head_dim: int = 100  # cfrnet dim_out
-    normalization: str = "divide"  # cfrnet normalization: Phi / ||Phi||
-    weight_init: float = 0.1  # cfrnet weight_init: N(0, (0.1/sqrt(fan_in))^2)
-    learning_rate: float = 1e-3  # cfrnet lrate (Adam)
-    lr_decay: float = 0.97  # cfrnet lrate_decay, staircase ...
-    lr_decay_steps: int = 100  # ... every 100 steps
-    batch_size: int = 100  # cfrnet batch_size
-    n_iter: int = 3000  # cfrnet iterations
-    val_fraction: float = 0.3  # cfrnet val_part
-    eval_every: int = 100  # cfrnet output_delay
-    patience: int | None = 10  # evaluations without improvement before stopping (ours)
-    reweight_sample: bool = True  # cfrnet reweight_sample
-    rbf_sigma: float = 0.1  # cfrnet rbf_sigma
-    wass_lambda: float = 10.0  # cfrnet wass_lambda
-    wass_iterations: int = 10  # cfrnet wass_iterations
-    wass_backprop: bool = True  # cfrnet wass_bpt
-    loss: str = "mse"  # "mse" (cfrnet l2) or "logloss" (cfrnet log)
-    max_eval_units: int = 1024  # validation units in the validation IPM; x64 for the loss (ours)
-
-    def validate(self) -> "CFRConfig":
-        """Raise ``ValueError`` naming the first invalid hyper-parameter."""
-
-        def bad(name, value, why):
-            raise ValueError(f"{name}={value!r} is invalid: {why}")
-
-        def number(name, value):
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-                raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
-            if not np.isfinite(value):
-                bad(name, value, "it must be finite")
-
-        for name in ("alpha", "weight_decay", "learning_rate", "lr_decay", "weight_init",
-                     "rbf_sigma", "wass_lambda", "val_fraction"):
-            number(name, getattr(self, name))
-        for name in ("n_rep_layers", "rep_dim", "n_head_layers", "head_dim", "lr_decay_steps",
-                     "batch_size", "n_iter", "eval_every", "wass_iterations", "max_eval_units"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
-        if self.alpha < 0:
-            bad("alpha", self.alpha, "the imbalance weight must be >= 0 (0 gives TARNet)")
-        if self.ipm not in IPM_NAMES:
-            bad("ipm", self.ipm, f"choose one of {', '.join(IPM_NAMES)}")
-        if self.weight_decay < 0:
-            bad("weight_decay", self.weight_decay, "must be >= 0")
-        for name in ("n_rep_layers", "rep_dim", "head_dim", "lr_decay_steps", "batch_size",
-                     "n_iter", "eval_every", "wass_iterations", "max_eval_units"):
-            if getattr(self, name) < 1:
-                bad(name, getattr(self, name), "must be at least 1")
-        if self.batch_size < 2:
-            bad("batch_size", self.batch_size, "a batch needs at least one unit of each arm")
-        if self.n_head_layers < 0:
-            bad("n_head_layers", self.n_head_layers, "must be >= 0")
-        if self.normalization not in NORMALIZATIONS:
-            bad("normalization", self.normalization, f"choose one of {NORMALIZATIONS}")
-        if not self.learning_rate > 0:
-            bad("learning_rate", self.learning_rate, "must be > 0")
-        if not 0 < self.lr_decay <= 1:
-            bad("lr_decay", self.lr_decay, "must be in (0, 1]; 1 switches decay off")
-        if not 0 < self.val_fraction < 1:
-            bad("val_fraction", self.val_fraction, "must be strictly between 0 and 1")
-        if self.patience is not None and (
-            isinstance(self.patience, bool) or not isinstance(self.patience, (int, np.integer))
-            or self.patience < 1
-        ):
-            bad("patience", self.patience, "must be a positive integer or None (no early stop)")
-        if not self.rbf_sigma > 0:
-            bad("rbf_sigma", self.rbf_sigma, "must be > 0")
-        if not self.wass_lambda > 0:
-            bad("wass_lambda", self.wass_lambda, "must be > 0")
-        if not self.weight_init > 0:
-            bad("weight_init", self.weight_init, "must be > 0")
-        if self.loss not in LOSSES:
-            bad("loss", self.loss, f"choose one of {LOSSES}")
-        return self
-
-    def ipm_kwargs(self) -> dict:
-        return dict(
-            ipm=self.ipm,
-            rbf_sigma=self.rbf_sigma,
-            wass_lambda=self.wass_lambda,
-            wass_iterations=self.wass_iterations,
-            wass_backprop=self.wass_backprop,
-        )
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+    """Every model's training objective became NaN or infinite before a checkpoint was kept."""
 
 
 @dataclass
 class TrainResult:
     """What ``train_cfr`` returns. Arrays have a leading model axis K."""
 
-    net: CFRNet  # holds each model's best checkpoint
+    net: CFRNet  # holds each model's best checkpoint (initial weights for a failed model)
     history: dict  # lists per evaluation: step, train_loss, train_imbalance, val_loss, ...
     best_step: np.ndarray  # (K,) step of the kept checkpoint
     best_val_objective: np.ndarray  # (K,)
     n_steps: int  # steps actually run (all models stopped early -> fewer than n_iter)
     stopped: np.ndarray  # (K,) whether the model stopped early
     diverged: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
-
-
-def sample_weights(t: torch.Tensor, shares: torch.Tensor) -> torch.Tensor:
-    """Algorithm 1, line 2, for any number of arms: ``w_i = 1 / (n_arms * share of arm t_i)``.
-
-    For two arms this is ``t/(2u) + (1-t)/(2(1-u))`` with ``u`` the treated share; written as a
-    product (not ``2*1-u``) it cannot suffer the reference code's old precedence bug.
-    ``t``: (K, B) arm indices; ``shares``: (K, n_arms) arm shares in the training split.
-    """
-    n_arms = shares.shape[1]
-    return 1.0 / (n_arms * shares.gather(1, t))
-
-
-class _BatchSampler:
-    """Mini-batches for K models, each from its own generator, each with both arms present.
-
-    Each model walks through random permutations of its training units (sampling without
-    replacement within an epoch). A batch that misses an arm -- possible with very unbalanced
-    data -- gets its last unit replaced by a random unit of the missing arm.
-    """
-
-    def __init__(self, train_arms: torch.Tensor, batch_size: int, seeds: Sequence[int], n_arms: int):
-        self.arms = train_arms  # (K, n_train) arm of each training position
-        self.k, self.n = train_arms.shape
-        self.batch_size = batch_size
-        self.n_arms = n_arms
-        self.gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
-        self.perm = torch.empty(self.k, 0, dtype=torch.long)
-        self.arm_positions = [
-            [torch.nonzero(train_arms[k] == a).flatten() for a in range(n_arms)]
-            for k in range(self.k)
-        ]
-
-    def keep(self, mask: torch.Tensor) -> None:
-        """Continue with the models ``mask`` only (their streams are unchanged)."""
-        idx = torch.nonzero(mask).flatten().tolist()
-        self.gens = [self.gens[i] for i in idx]
-        self.arm_positions = [self.arm_positions[i] for i in idx]
-        self.arms = self.arms[mask]
-        self.perm = self.perm[mask]
-        self.k = len(idx)
-
-    def _new_epoch(self) -> torch.Tensor:
-        return torch.stack([torch.randperm(self.n, generator=g) for g in self.gens])
-
-    def next(self) -> torch.Tensor:
-        """(K, B) positions into the training split."""
-        while self.perm.shape[1] < self.batch_size:
-            self.perm = torch.cat([self.perm, self._new_epoch()], dim=1)
-        pos = self.perm[:, : self.batch_size]
-        self.perm = self.perm[:, self.batch_size :]
-        arms = self.arms.gather(1, pos)
-        present = torch.stack([(arms == a).any(1) for a in range(self.n_arms)], dim=1)
-        if not bool(present.all()):
-            pos = pos.clone()
-            for k in torch.nonzero(~present.all(1)).flatten().tolist():
-                slot = self.batch_size - 1
-                for a in torch.nonzero(~present[k]).flatten().tolist():
-                    cand = self.arm_positions[k][a]
-                    j = int(torch.randint(len(cand), (1,), generator=self.gens[k]))
-                    pos[k, slot] = cand[j]
-                    slot -= 1
-        return pos
-
-
-_EVAL_CHUNK = 65536
-
-
-def _interleave_arms(idx: torch.Tensor, arms: torch.Tensor, n_arms: int) -> torch.Tensor:
-    """Reorder each model's indices so arms alternate in proportion to their sizes, with one unit
-    of every arm first. Deterministic (keeps the within-arm order)."""
-    device = idx.device
-    idx, arms = idx.cpu(), arms.cpu()
-    out = torch.empty_like(idx)
-    for k in range(idx.shape[0]):
-        key = torch.empty(idx.shape[1], dtype=torch.float64)
-        for a in range(n_arms):
-            pos = torch.nonzero(arms[k] == a).flatten()
-            rank = torch.arange(len(pos), dtype=torch.float64)
-            key[pos] = torch.where(rank == 0, -1.0 + a * 1e-6, (rank + 0.5) / max(len(pos), 1))
-        out[k] = idx[k][torch.argsort(key, stable=True)]
-    return out.to(device)
+    failed: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # no checkpoint
 
 
 def derive_seeds(seeds: Sequence[int]) -> tuple[list[int], list[int]]:
     """Independent init and batch seeds from each model's seed."""
-    init, batch = [], []
-    for s in seeds:
-        a, b = np.random.SeedSequence(int(s)).generate_state(2)
-        init.append(int(a))
-        batch.append(int(b))
-    return init, batch
+    states = [np.random.SeedSequence(int(s)).generate_state(2) for s in seeds]
+    return [int(a) for a, _ in states], [int(b) for _, b in states]
 
 
-def factual(outputs: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    """The observed arm's output ``h_{t_i}(Phi(x_i))``: (K, n_arms, B), (K, B) -> (K, B).
-
-    Only this entry enters the factual loss, so each unit's gradient reaches only the head of its
-    own arm.
-    """
-    return outputs.gather(1, t.unsqueeze(1)).squeeze(1)
-
-
-def arm_imbalance(phi: torch.Tensor, t: torch.Tensor, n_arms: int, ipm_kw: dict) -> torch.Tensor:
-    """The imbalance term for ``n_arms`` arms: the mean over the treated arms a = 1..n_arms-1 of
-    ``IPM(Phi | t=a, Phi | t=0)``.
-
-    For a binary treatment this is exactly the paper's ``IPM(Phi|t=0, Phi|t=1)``. With more arms,
-    each effect ``tau_a = mu_a - mu_0`` is bounded (Shalit et al. 2017, Thm. 1 applied to the pair
-    (a, 0)) by the factual errors plus the IPM between arm a and control, so we penalise the
-    average of these pairwise terms. Every arm must be present in each model's batch.
-    """
-    if n_arms == 2:
-        return imbalance(phi, t == 1, None, check=False, **ipm_kw)
-    total = 0.0
-    for a in range(1, n_arms):
-        total = total + imbalance(phi, t == a, (t == a) | (t == 0), check=False, **ipm_kw)
-    return total / (n_arms - 1)
+def algorithm1(run: "StackedRun", config: CFRConfig) -> int:
+    """Algorithm 1 for the live models of a stack; returns the number of steps run."""
+    step = 0
+    for step in range(1, config.n_iter + 1):
+        x, t, y = run.batches.next()  # line 4: a mini-batch with every arm present
+        phi, outputs = run.forward(x)  # Phi(x_i) and every head h_a(Phi(x_i))
+        terms = run.batch_eq3(phi, outputs, t, y)  # lines 5-9: w_i, factual loss, IPM, L2
+        run.optimizer.zero_grad(set_to_none=True)
+        terms.objective.sum().backward()  # line 10: each model's gradient of its Eq. 3
+        run.optimizer.step()  # line 11: Adam
+        run.after_step(step, terms)  # staircase learning-rate decay, running means
+        if step % config.eval_every == 0 or step == config.n_iter:
+            if not run.validate(step):  # checkpoints, early stopping, compaction
+                break
+    return step
 
 
-def _factual_loss(pred: torch.Tensor, y: torch.Tensor, loss: str) -> torch.Tensor:
-    if loss == "mse":
-        return (pred - y).pow(2)
-    return F.binary_cross_entropy_with_logits(pred, y, reduction="none")
-
-
-def train_cfr(
-    x: torch.Tensor,
-    t: torch.Tensor,
-    y: torch.Tensor,
-    *,
-    train_idx: torch.Tensor | None,
-    val_idx: torch.Tensor,
-    config: CFRConfig,
-    seeds: Sequence[int],
-    n_arms: int = 2,
-    batch_source: Callable[[], tuple] | None = None,
-    arm_shares: torch.Tensor | None = None,
-    model_wrapper: Callable | None = None,
-    gather_ipm: Callable | None = None,
-    alpha: Sequence[float] | None = None,
-    weight_decay: Sequence[float] | None = None,
-    per_model_data: bool = False,
-    device: torch.device | str = "cpu",
-    progress: bool | Callable | None = False,
-) -> TrainResult:
+def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
+              train_idx: torch.Tensor | None, val_idx: torch.Tensor, config: CFRConfig,
+              seeds: Sequence[int], n_arms: int = 2,
+              batch_source: Callable[[], tuple] | None = None,
+              arm_shares: torch.Tensor | None = None, model_wrapper: Callable | None = None,
+              gather_ipm: Callable | None = None, alpha: Sequence[float] | None = None,
+              weight_decay: Sequence[float] | None = None, per_model_data: bool = False,
+              device: torch.device | str = "cpu",
+              progress: bool | Callable | None = False) -> TrainResult:
     """Train ``K = len(seeds)`` CFR networks in one stacked pass.
 
     Parameters
@@ -340,347 +121,264 @@ def train_cfr(
     gather_ipm : callable, optional
         ``(phi, t) -> (phi, t)`` applied before the training IPM (e.g. a differentiable
         all-gather of the representations of every worker's batch).
+
+    A model whose objective becomes non-finite stops, keeps its best checkpoint and is reported
+    in ``diverged`` (``failed`` if it had none yet); the other models train on exactly as if it
+    had never been in the stack. Only if every model fails is ``TrainingDivergedError`` raised.
     """
     config.validate()
-    k = len(seeds)
-    device = torch.device(device)
-    dtype = x.dtype
-    streaming = batch_source is not None
-    if streaming:
-        if arm_shares is None or per_model_data:
+    run = StackedRun(x, t, y, train_idx=train_idx, val_idx=val_idx, config=config, seeds=seeds,
+                     n_arms=n_arms, batch_source=batch_source, arm_shares=arm_shares,
+                     model_wrapper=model_wrapper, gather_ipm=gather_ipm, alpha=alpha,
+                     weight_decay=weight_decay, per_model_data=per_model_data, device=device)
+    with _progress(progress, config, run) as report:
+        run.report = report
+        run.validate(0)  # the state at initialisation: recorded, never selected
+        n_steps = algorithm1(run, config)
+    return run.result(n_steps)
+
+
+class StackedRun:
+    """The state of one stacked fit: the network and optimiser of the live models, their data,
+    per-model hyper-parameters, checkpoints and history. ``live[j]`` is the model index of stack
+    position j; models leave the stack (:meth:`compact`) when they stop or diverge."""
+
+    def __init__(self, x, t, y, *, train_idx, val_idx, config, seeds, n_arms, batch_source,
+                 arm_shares, model_wrapper, gather_ipm, alpha, weight_decay, per_model_data,
+                 device):
+        k, device = len(seeds), torch.device(device)
+        self.config, self.n_arms, self.k, self.gather_ipm = config, n_arms, k, gather_ipm
+        self.ipm_kw = config.ipm_kwargs()
+        self.x, self.t, self.y = (x.to(device), t.to(device=device, dtype=torch.long),
+                                  y.to(device=device, dtype=x.dtype))
+        self.per_model_data = per_model_data
+        self.live = np.arange(k)
+        self.alpha = _per_model(alpha, config.alpha, k, x.dtype, device, "alpha")
+        self.wd = _per_model(weight_decay, config.weight_decay, k, x.dtype, device,
+                             "weight_decay")
+        self.use_ipm = bool((self.alpha > 0).any())
+        val_idx = _check_rows(val_idx, k, "val_idx").to(device)
+        if batch_source is None:
+            train_idx = _check_rows(train_idx, k, "train_idx").to(device)
+            self.shares = self._train_shares(train_idx)
+        elif arm_shares is None or per_model_data:
             raise ValueError("streaming training needs arm_shares and shared validation data")
-        train_idx = torch.zeros(k, 1, dtype=torch.long)  # placeholder: no in-memory training
-    if train_idx.shape[0] != k or val_idx.shape[0] != k:
-        raise ValueError(
-            f"train_idx and val_idx need one row per model (K={k}); got {tuple(train_idx.shape)} "
-            f"and {tuple(val_idx.shape)}"
-        )
-    x = x.to(device)
-    t = t.to(device=device, dtype=torch.long)
-    y = y.to(device=device, dtype=dtype)
-    train_idx = train_idx.to(device)
-    val_idx = val_idx.to(device)
-    # Models stop early at different times. The stack is compacted when they do: the networks,
-    # optimiser state and data of the models still training ("live") are kept, so a stack costs
-    # what its live models cost. ``live`` maps positions in the compacted stack to model indices.
-    live = torch.arange(k, device=device)
+        else:
+            self.shares = torch.as_tensor(arm_shares, dtype=x.dtype,
+                                          device=device).reshape(k, n_arms)
+        if not all(bool((self.take(self.t, val_idx) == a).any(1).all()) for a in range(n_arms)):
+            raise ValueError("every model's validation split must contain every treatment arm")
+        if not config.reweight_sample:
+            self.shares = torch.full_like(self.shares, 1.0 / n_arms)  # all weights 1
+        init_seeds, batch_seeds = derive_seeds(seeds)
+        self.net = CFRNet(x.shape[-1], init_seeds, n_arms=n_arms, dtype=x.dtype, device=device,
+                          **config.network_kwargs())
+        if model_wrapper is not None and k != 1:
+            raise ValueError("model_wrapper (distributed training) needs a single model (K=1)")
+        self.forward = self.net if model_wrapper is None else model_wrapper(self.net)
+        self.optimizer = adam(self.net.parameters(), config.learning_rate)
+        if batch_source is None:
+            self.batches = InMemoryBatches(
+                self.x, self.t, self.y, train_idx, min(config.batch_size, train_idx.shape[1]),
+                batch_seeds, n_arms, per_model_data)
+        else:
+            self.batches = StreamBatches(batch_source, k, x.dtype, device)
+        self.val_idx = _interleave_arms(val_idx, self.take(self.t, val_idx), n_arms)
+        # the validation loss uses at most max_eval_units * 64 units (a stratified prefix), the
+        # validation IPM the first max_eval_units: early stopping needs a stable estimate, not a
+        # pass over hundreds of thousands of rows
+        self.n_ipm_val = min(self.val_idx.shape[1], config.max_eval_units)
+        self.val_idx = self.val_idx[:, : min(self.val_idx.shape[1], config.max_eval_units * 64)]
+        self.checkpoints = Checkpoints(self.net, patience=config.patience,
+                                       eval_every=config.eval_every,
+                                       relative_patience=config.relative_patience)
+        self.stopped, self.diverged = np.zeros(k, dtype=bool), np.zeros(k, dtype=bool)
+        self.running = torch.zeros(2, k, dtype=x.dtype, device=device)  # sums of risk, IPM
+        self.n_running = 0
+        self.history = {key: [] for key in ("step", *_HISTORY_KEYS, "learning_rate")}
+        self.report = None
 
-    def take(v, idx):
-        return v[live.unsqueeze(1), idx] if per_model_data else v[idx]
+    def take(self, v, idx):
+        """Rows ``idx`` (K_live, m) of ``v``, shared (n, ...) or per model (K, n, ...)."""
+        if self.per_model_data:
+            return v[torch.as_tensor(self.live, device=idx.device).unsqueeze(1), idx]
+        return v[idx]
 
-    alpha_t = torch.as_tensor(
-        [config.alpha] * k if alpha is None else list(alpha), dtype=dtype, device=device
-    )
-    wd_t = torch.as_tensor(
-        [config.weight_decay] * k if weight_decay is None else list(weight_decay),
-        dtype=dtype,
-        device=device,
-    )
-    if alpha_t.shape != (k,) or wd_t.shape != (k,):
-        raise ValueError("alpha and weight_decay overrides need one value per model")
-    use_ipm = bool((alpha_t > 0).any())
-
-    t_train = take(t, train_idx)  # (K, n_train)
-    t_val_check = take(t, val_idx)
-    if not all(bool((t_val_check == a).any(1).all()) for a in range(n_arms)):
-        raise ValueError("every model's validation split must contain every treatment arm")
-    if streaming:
-        shares = torch.as_tensor(arm_shares, dtype=dtype, device=device).reshape(k, n_arms)
-    else:
-        counts = torch.stack([(t_train == a).sum(1) for a in range(n_arms)], dim=1)
+    def _train_shares(self, train_idx):
+        t_train = self.take(self.t, train_idx)
+        counts = torch.stack([(t_train == a).sum(1) for a in range(self.n_arms)], dim=1)
         if bool((counts == 0).any()):
             raise ValueError("every model's training split must contain every treatment arm")
-        shares = counts.to(dtype) / t_train.shape[1]  # (K, n_arms): u and 1-u
-    if not config.reweight_sample:
-        shares = torch.full_like(shares, 1.0 / n_arms)  # all weights 1
+        return counts.to(self.x.dtype) / t_train.shape[1]  # (K, n_arms): u and 1-u
 
-    init_seeds, batch_seeds = derive_seeds(seeds)
-    net = CFRNet(
-        x.shape[-1],
-        init_seeds,
-        n_arms=n_arms,
-        n_rep_layers=config.n_rep_layers,
-        rep_dim=config.rep_dim,
-        n_head_layers=config.n_head_layers,
-        head_dim=config.head_dim,
-        normalization=config.normalization,
-        weight_init=config.weight_init,
-        dtype=dtype,
-        device=device,
-    )
-    if model_wrapper is not None and k != 1:
-        raise ValueError("model_wrapper (distributed training) needs a single model (K=1)")
-    forward = net if model_wrapper is None else model_wrapper(net)
-    # Adam updates every parameter element on its own: stacked models stay independent
-    opt = _adam(net.parameters(), config.learning_rate)
-    sampler = None if streaming else _BatchSampler(
-        t_train.cpu(), min(config.batch_size, t_train.shape[1]), batch_seeds, n_arms)
-    ipm_kw = config.ipm_kwargs()
-
-    # validation data, fixed for the whole run; arms interleaved so that any prefix (the units
-    # entering the validation IPM) contains every arm in about its share
-    val_idx = _interleave_arms(val_idx, take(t, val_idx), n_arms)
-    n_ipm_val = min(val_idx.shape[1], config.max_eval_units)
-    # the validation loss uses at most max_eval_units * 64 units (a stratified prefix): early
-    # stopping needs a stable estimate, not a pass over hundreds of thousands of rows
-    n_loss_val = min(val_idx.shape[1], config.max_eval_units * 64)
-    # per-live-model state, compacted together with the stack; validation rows are gathered per
-    # chunk at evaluation time, so K models never hold K copies of a large validation set
-    cur = {
-        "train_idx": train_idx,
-        "shares": shares,
-        "alpha": alpha_t,
-        "wd": wd_t,
-        "val_idx": val_idx[:, :n_loss_val],
-    }
+    # -- Eq. 3 on a training batch and on the validation split --------------------------------
+    def batch_eq3(self, phi, outputs, t, y) -> Eq3Terms:
+        risk = weighted_loss_sum(outputs, t, y, self.shares, self.config.loss) / t.shape[1]
+        if self.use_ipm:
+            phi_i, t_i = (phi, t) if self.gather_ipm is None else self.gather_ipm(phi, t)
+            imb = arm_imbalance(phi_i, t_i, self.n_arms, self.ipm_kw)
+        else:
+            imb = torch.zeros_like(risk)
+        return eq3(risk, imb, self.net.weight_penalty(self.config.rep_weight_decay), self.alpha,
+                   self.wd)
 
     @torch.no_grad()
-    def evaluate():
-        vidx = cur["val_idx"]
-        losses, phis, arms_ipm = [], [], []
-        for start in range(0, vidx.shape[1], _EVAL_CHUNK):
-            idx = vidx[:, start : start + _EVAL_CHUNK]
-            t_c = take(t, idx)
-            phi_c, out_c = net(take(x, idx))
-            w_c = sample_weights(t_c, cur["shares"])
-            losses.append((w_c * _factual_loss(factual(out_c, t_c), take(y, idx),
-                                               config.loss)).sum(1))
-            if start < n_ipm_val:
-                phis.append(phi_c[:, : n_ipm_val - start])
-                arms_ipm.append(t_c[:, : n_ipm_val - start])
-        loss = torch.stack(losses).sum(0) / vidx.shape[1]
-        # imbalance on the first n_ipm_val validation units (ordered so that every arm is there)
-        imb = arm_imbalance(torch.cat(phis, dim=1), torch.cat(arms_ipm, dim=1), n_arms, ipm_kw)
-        penalty = net.weight_penalty(config.rep_weight_decay)
-        obj = loss + cur["alpha"] * imb + cur["wd"] * penalty
-        return loss, imb, obj
+    def validation_eq3(self) -> Eq3Terms:
+        loss_sum, phis, arms = 0.0, [], []
+        n_val = self.val_idx.shape[1]
+        for start in range(0, n_val, _EVAL_CHUNK):
+            idx = self.val_idx[:, start : start + _EVAL_CHUNK]
+            t_c = self.take(self.t, idx)
+            phi_c, out_c = self.net(self.take(self.x, idx))
+            loss_sum = loss_sum + weighted_loss_sum(out_c, t_c, self.take(self.y, idx),
+                                                    self.shares, self.config.loss)
+            if start < self.n_ipm_val:  # the IPM on a prefix that holds every arm
+                phis.append(phi_c[:, : self.n_ipm_val - start])
+                arms.append(t_c[:, : self.n_ipm_val - start])
+        imb = arm_imbalance(torch.cat(phis, 1), torch.cat(arms, 1), self.n_arms, self.ipm_kw)
+        return eq3(loss_sum / n_val, imb, self.net.weight_penalty(self.config.rep_weight_decay),
+                   self.alpha, self.wd)
 
-    history = {k_: [] for k_ in ("step", "train_loss", "train_imbalance", "val_loss",
-                                 "val_imbalance", "val_objective", "learning_rate")}
+    # -- bookkeeping between steps --------------------------------------------------------------
+    def after_step(self, step: int, terms: Eq3Terms) -> None:
+        if step % self.config.lr_decay_steps == 0:  # staircase decay (cfrnet lrate_decay)
+            for group in self.optimizer.param_groups:
+                group["lr"] *= self.config.lr_decay
+        self.running += torch.stack([terms.risk.detach(), terms.imbalance.detach()])
+        self.n_running += 1
 
-    def record(step, tr_loss, tr_imb, va):
+    def validate(self, step: int) -> bool:
+        """Evaluate Eq. 3 on the validation split, record it, keep improved checkpoints and stop
+        the models that waited long enough or diverged. Returns whether any model trains on."""
+        terms = self.validation_eq3()
+        train = (self.running / self.n_running).cpu().numpy() if self.n_running else \
+            np.full((2, len(self.live)), np.nan)
+        self.running.zero_()
+        self.n_running = 0
+        self._record(step, train, terms)
+        if step == 0:  # the initial state is recorded, never selected
+            self._report(step, terms, np.ones(len(self.live), dtype=bool))
+            return True
+        objective = terms.objective.cpu().numpy()
+        self.checkpoints.update(self.net, self.live, objective, step)
+        finite = np.isfinite(objective) & np.isfinite(train).all(0)
+        if not finite.all():
+            self._diverge(self.live[~finite], step)
+        waited = self.checkpoints.waited_enough(self.live, step) & finite
+        self.stopped[self.live[waited]] = True
+        keep = finite & ~waited
+        self._report(step, terms, keep)
+        if keep.any() and not keep.all():
+            self.compact(keep)
+        return bool(keep.any())
+
+    def _diverge(self, models: np.ndarray, step: int) -> None:
+        self.diverged[models] = True
+        warnings.warn(
+            f"the training objective of model(s) {models.tolist()} became non-finite by step "
+            f"{step}; they stop and keep their best checkpoint (step(s) "
+            f"{self.checkpoints.step[models].tolist()}; 0 = none), the other models train on "
+            f"unaffected. Lower learning_rate, alpha or weight_decay, or check the inputs for "
+            f"extreme values.", RuntimeWarning, stacklevel=4)
+
+    def compact(self, keep: np.ndarray) -> None:
+        """Drop the models that stopped from the stack (network, Adam state, data, batches)."""
+        keep_t = torch.as_tensor(keep, device=self.alpha.device)
+        self.optimizer = compact_stack(self.net, self.optimizer, keep_t)
+        self.batches.keep(keep_t)
+        self.alpha, self.wd, self.shares = self.alpha[keep_t], self.wd[keep_t], self.shares[keep_t]
+        self.val_idx, self.running = self.val_idx[keep_t], self.running[:, keep_t]
+        self.live = self.live[keep]
+
+    def _record(self, step: int, train: np.ndarray, terms: Eq3Terms) -> None:
         """One row per evaluation; models no longer training get NaN."""
-        live_np = live.cpu().numpy()
-        history["step"].append(step)
-        for key, value in (("train_loss", tr_loss), ("train_imbalance", tr_imb),
-                           ("val_loss", va[0]), ("val_imbalance", va[1]),
-                           ("val_objective", va[2])):
-            row = np.full(k, np.nan)
-            row[live_np] = np.asarray(torch.as_tensor(value).cpu(), dtype=float)
-            history[key].append(row)
-        history["learning_rate"].append(float(opt.param_groups[0]["lr"]))
+        self.history["step"].append(step)
+        values = (train[0], train[1], *(v.cpu().numpy() for v in terms))
+        for key, value in zip(_HISTORY_KEYS, values):
+            row = np.full(self.k, np.nan)
+            row[self.live] = value
+            self.history[key].append(row)
+        self.history["learning_rate"].append(float(self.optimizer.param_groups[0]["lr"]))
 
-    v0 = evaluate()  # state at initialisation (step 0), recorded but never selected
-    record(0, np.full(k, np.nan), np.full(k, np.nan), v0)
+    def _report(self, step: int, terms: Eq3Terms, keep: np.ndarray) -> None:
+        if self.report is not None:
+            active = np.zeros(self.k, dtype=bool)
+            active[self.live[keep]] = True
+            self.report(step, {"val_loss": terms.risk, "val_imbalance": terms.imbalance,
+                               "val_objective": terms.objective,
+                               "models": torch.as_tensor(self.live), "active": active})
 
-    best_store = net.state_copy()  # each model's best checkpoint, all K models
-    best_obj = torch.full((k,), float("inf"), dtype=dtype, device=device)
-    best_step = np.zeros(k, dtype=int)
-    has_best = torch.zeros(k, dtype=torch.bool, device=device)
-    active = torch.ones(k, dtype=torch.bool, device=device)
-    diverged = np.zeros(k, dtype=bool)
-    no_improve = torch.zeros(k, dtype=torch.long, device=device)
-    run_loss = torch.zeros(k, dtype=dtype, device=device)
-    run_imb = torch.zeros(k, dtype=dtype, device=device)
-    run_n = 0
-
-    def compact():
-        """Drop the models that stopped from the stack (network, Adam state, data, sampler)."""
-        nonlocal live, run_loss, run_imb
-        keep = active[live]
-        if bool(keep.all()):
-            return
-        nonlocal opt
-        opt = _compact_stack(net, opt, keep)
-        if sampler is not None:
-            sampler.keep(keep.cpu())
-        for key in cur:
-            cur[key] = cur[key][keep]
-        live = live[keep]
-        run_loss, run_imb = run_loss[keep], run_imb[keep]
-
-    bar = None
-    callback = progress if callable(progress) else None
-    if progress is True:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=config.n_iter, desc="CFR" if use_ipm else "TARNet", leave=False)
-
-    step = 0
-    try:
-        for step in range(1, config.n_iter + 1):
-            if streaming:
-                xb, tb, yb = (v.to(device) for v in batch_source())
-                n_live = len(live)
-                xb = xb.to(dtype).unsqueeze(0).expand(n_live, -1, -1)
-                tb = tb.long().unsqueeze(0).expand(n_live, -1)
-                yb = yb.to(dtype).unsqueeze(0).expand(n_live, -1)
-            else:
-                pos = sampler.next().to(device)
-                idx = cur["train_idx"].gather(1, pos)
-                xb, tb, yb = take(x, idx), take(t, idx), take(y, idx)
-            wb = sample_weights(tb, cur["shares"])
-            phi, out = forward(xb)
-            pred = factual(out, tb)  # factual head only
-            risk = (wb * _factual_loss(pred, yb, config.loss)).mean(1)
-            if use_ipm:
-                phi_i, t_i = (phi, tb) if gather_ipm is None else gather_ipm(phi, tb)
-                imb = arm_imbalance(phi_i, t_i, n_arms, ipm_kw)
-            else:
-                imb = torch.zeros_like(risk)
-            obj = risk + cur["alpha"] * imb + cur["wd"] * net.weight_penalty(
-                config.rep_weight_decay)
-            finite = torch.isfinite(obj)
-            if not bool(finite.all()):
-                bad = live[~finite]
-                for kk in bad.tolist():
-                    if not bool(has_best[kk]):
-                        raise TrainingDivergedError(
-                            f"the training objective of model {kk} became non-finite at step "
-                            f"{step} before any checkpoint was kept. Lower learning_rate or "
-                            f"alpha, or check the inputs for extreme values."
-                        )
-                    diverged[kk] = True
-                    active[kk] = False
-                warnings.warn(
-                    f"training objective became non-finite at step {step} for model(s) "
-                    f"{bad.tolist()}; they keep their best checkpoint (step "
-                    f"{best_step[bad.cpu().numpy()].tolist()}) and stop training.",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-                if not bool(active.any()):
-                    break
-                compact()
-                continue  # this step's update is skipped for the models still training
-            opt.zero_grad(set_to_none=True)
-            obj.sum().backward()
-            opt.step()
-            if step % config.lr_decay_steps == 0:  # staircase decay (cfrnet lrate_decay)
-                for group in opt.param_groups:
-                    group["lr"] *= config.lr_decay
-            run_loss += risk.detach()
-            run_imb += imb.detach()
-            run_n += 1
-
-            if step % config.eval_every == 0 or step == config.n_iter:
-                va = evaluate()
-                record(step, (run_loss / max(run_n, 1)).cpu().numpy(),
-                       (run_imb / max(run_n, 1)).cpu().numpy(), va)
-                run_loss.zero_()
-                run_imb.zero_()
-                run_n = 0
-                val_obj = va[2]
-                improved_local = torch.isfinite(val_obj) & (val_obj < best_obj[live])
-                if bool(improved_local.any()):
-                    which = live[improved_local]
-                    net.store_into(best_store, which, improved_local)
-                    best_obj[which] = val_obj[improved_local]
-                    best_step[which.cpu().numpy()] = step
-                    has_best[which] = True
-                no_improve[live] = torch.where(improved_local, 0, no_improve[live] + 1)
-                if config.patience is not None:
-                    active &= ~((no_improve >= config.patience) & has_best)
-                if bar is not None:
-                    bar.set_postfix(
-                        val_loss=f"{float(va[0].mean()):.4g}",
-                        imbalance=f"{float(va[1].mean()):.3g}",
-                        active=int(active.sum()),
-                    )
-                if callback is not None:
-                    callback(step, {"val_loss": va[0], "val_imbalance": va[1],
-                                    "val_objective": va[2], "models": live.clone(),
-                                    "active": active.clone()})
-                if not bool(active.any()):
-                    break
-                compact()
-            if bar is not None:
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
-
-    if not bool(has_best.all()):  # only possible if every evaluation was non-finite
-        missing = torch.nonzero(~has_best).flatten().tolist()
-        raise TrainingDivergedError(
-            f"no finite validation objective was reached for model(s) {missing}; lower "
-            f"learning_rate or alpha, or check the inputs for extreme values."
-        )
-    net.load_state(best_store)  # back to all K models, each at its best checkpoint
-    net.eval()
-    hist = {key: (np.stack(v) if key not in ("step", "learning_rate") else np.asarray(v))
-            for key, v in history.items()}
-    return TrainResult(
-        net=net,
-        history=hist,
-        best_step=best_step,
-        best_val_objective=best_obj.cpu().numpy(),
-        n_steps=step,
-        stopped=(~active).cpu().numpy() & ~diverged,
-        diverged=diverged,
-    )
+    def result(self, n_steps: int) -> TrainResult:
+        failed = self.diverged & ~self.checkpoints.has_best
+        if failed.all():
+            raise TrainingDivergedError(
+                f"the training objective became non-finite before any checkpoint was kept for "
+                f"every model ({self.k}); lower learning_rate, alpha or weight_decay, or check "
+                f"the inputs for extreme values.")
+        if not self.checkpoints.has_best[~failed].all():  # only if every evaluation was NaN
+            raise TrainingDivergedError("no finite validation objective was reached; lower "
+                                        "learning_rate or alpha, or check the inputs.")
+        self.checkpoints.restore(self.net)  # all K models, each at its best checkpoint
+        self.net.eval()
+        hist = {key: np.stack(v) if key in _HISTORY_KEYS else np.asarray(v)
+                for key, v in self.history.items()}
+        return TrainResult(net=self.net, history=hist, best_step=self.checkpoints.step.copy(),
+                           best_val_objective=self.checkpoints.objective.copy(),
+                           n_steps=n_steps, stopped=self.stopped.copy(),
+                           diverged=self.diverged.copy(), failed=failed)
 
 
-def _adam(params, lr: float) -> torch.optim.Adam:
-    """Adam with the fused kernel where torch has one for the device (CPU and CUDA since torch
-    2.4; measured 4.9x faster than ``foreach`` for a K=100 stack on one CPU thread), else the
-    ``foreach`` implementation. Both compute the same update."""
-    params = list(params)
-    try:
-        return torch.optim.Adam(params, lr=lr, fused=True)
-    except (RuntimeError, TypeError, ValueError):
-        return torch.optim.Adam(params, lr=lr, foreach=True)
-
-
-def _compact_stack(net: CFRNet, opt: torch.optim.Adam, keep: torch.Tensor) -> torch.optim.Adam:
-    """Keep only the models ``keep`` (bool, current stack positions) in ``net``; returns an Adam
-    optimiser over the new parameters carrying each kept model's moments and step unchanged.
-    (New Parameter objects: autograd caches a leaf's shape, so resizing in place is unsafe.)"""
-    lr = opt.param_groups[0]["lr"]
-    old_state = {id(p): opt.state.get(p, {}) for p in net.parameters()}
-    moved = []
-    with torch.no_grad():
-        for plist in (net.rep_weights, net.rep_biases, net.head_weights, net.head_biases):
-            for i in range(len(plist)):
-                old = plist[i]
-                new = torch.nn.Parameter(old.detach()[keep].contiguous())
-                plist[i] = new
-                moved.append((old_state[id(old)], new))
-    net.n_models = int(keep.sum())
-    new_opt = _adam(net.parameters(), lr)
-    for state, new in moved:
-        if state:
-            new_opt.state[new] = {
-                key: (val[keep].contiguous() if key != "step" else val.clone())
-                for key, val in state.items()
-            }
-    return new_opt
-
-
-@torch.no_grad()
-def predict(
-    net: CFRNet,
-    x: torch.Tensor,
-    *,
-    batch_size: int = 65536,
-    representation: bool = False,
-):
-    """Outputs of every model on shared covariates ``x`` (n, d), in batches.
-
-    Returns ``outputs`` (K, n_arms, n), and with ``representation=True`` also ``phi``
-    (K, n, rep_dim).
-    """
-    net.eval()
-    device = net.rep_weights[0].device
-    k = net.n_models
-    outs, phis = [], []
-    for start in range(0, x.shape[0], batch_size):
-        xb = x[start : start + batch_size].to(device)
-        phi, out = net(xb.unsqueeze(0).expand(k, -1, -1))
-        outs.append(out)
-        if representation:
-            phis.append(phi)
-    out = torch.cat(outs, dim=2) if outs else torch.empty(k, net.n_arms, 0)
-    if representation:
-        return out, (torch.cat(phis, dim=1) if phis else torch.empty(k, 0, 0))
+def _per_model(values, default, k, dtype, device, name):
+    out = torch.as_tensor([default] * k if values is None else list(values), dtype=dtype,
+                          device=device)
+    if out.shape != (k,):
+        raise ValueError(f"{name} overrides need one value per model (K={k})")
     return out
+
+
+def _check_rows(idx, k, name):
+    if idx is None or idx.dim() != 2 or idx.shape[0] != k:
+        raise ValueError(f"{name} needs one row per model (K={k}); got "
+                         f"{None if idx is None else tuple(idx.shape)}")
+    return idx
+
+
+def _interleave_arms(idx: torch.Tensor, arms: torch.Tensor, n_arms: int) -> torch.Tensor:
+    """Reorder each model's indices so arms alternate in proportion to their sizes, with one unit
+    of every arm first, so that any prefix holds every arm. Deterministic."""
+    device = idx.device
+    idx, arms = idx.cpu(), arms.cpu()
+    out = torch.empty_like(idx)
+    for k in range(idx.shape[0]):
+        key = torch.empty(idx.shape[1], dtype=torch.float64)
+        for a in range(n_arms):
+            pos = torch.nonzero(arms[k] == a).flatten()
+            rank = torch.arange(len(pos), dtype=torch.float64)
+            key[pos] = torch.where(rank == 0, -1.0 + a * 1e-6, (rank + 0.5) / max(len(pos), 1))
+        out[k] = idx[k][torch.argsort(key, stable=True)]
+    return out.to(device)
+
+
+@contextlib.contextmanager
+def _progress(progress, config: CFRConfig, run: StackedRun):
+    """The per-evaluation report: a user callable, a tqdm bar (``progress=True``) or nothing."""
+    if callable(progress):
+        yield progress
+        return
+    if progress is not True:
+        yield None
+        return
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=config.n_iter, desc="CFR" if run.use_ipm else "TARNet", leave=False)
+
+    def report(step, info):
+        bar.update(step - bar.n)
+        bar.set_postfix(val_loss=f"{float(info['val_loss'].mean()):.4g}",
+                        imbalance=f"{float(info['val_imbalance'].mean()):.3g}",
+                        active=int(info["active"].sum()))
+
+    try:
+        yield report
+    finally:
+        bar.close()

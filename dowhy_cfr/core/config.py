@@ -1,0 +1,122 @@
+"""The hyper-parameters of CFR and their defaults: the one place where defaults are set.
+
+The estimator (:class:`dowhy_cfr.CFR`), the network and the IPM functions take their defaults from
+here. Sources and measurements behind each default: ``docs/parameters.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["CFRConfig", "IPM_NAMES", "LOSSES", "NORMALIZATIONS"]
+
+IPM_NAMES = ("wass", "wass2", "mmd2_lin", "mmd2_rbf")
+LOSSES = ("mse", "logloss")
+NORMALIZATIONS = ("divide", "none")
+
+_FLOATS = ("alpha", "weight_decay", "learning_rate", "lr_decay", "weight_init", "rbf_sigma",
+           "wass_lambda", "val_fraction", "relative_patience")
+_POSITIVE_INTS = ("n_rep_layers", "rep_dim", "head_dim", "lr_decay_steps", "batch_size", "n_iter",
+                  "eval_every", "wass_iterations", "max_eval_units")
+
+
+@dataclass
+class CFRConfig:
+    """Hyper-parameters of CFR (Eq. 3 and Algorithm 1 of Shalit et al. 2017).
+
+    Defaults follow the paper's IHDP configuration (``configs/example_ihdp.txt`` of the authors'
+    code, clinicalml/cfrnet) except those marked *ours*. ``alpha`` is on the scale of the
+    **standardised** outcome (the estimator standardises Y), so it is not the paper's ``p_alpha``:
+    for a typical IHDP realization (var(y) ~ 4) the paper's 0.3 corresponds to about 0.075.
+    """
+
+    alpha: float = 0.05  # IPM weight alpha (Eq. 3), standardised-outcome scale (ours, measured)
+    ipm: str = "wass"  # CFR-Wass, the paper's best IHDP model
+    weight_decay: float = 1e-4  # lambda of Eq. 3 (cfrnet p_lambda), on the heads only
+    rep_weight_decay: bool = False  # cfrnet rep_weight_decay = 0
+    n_rep_layers: int = 3  # cfrnet n_in
+    rep_dim: int = 200  # cfrnet dim_in
+    n_head_layers: int = 3  # cfrnet n_out
+    head_dim: int = 100  # cfrnet dim_out
+    normalization: str = "divide"  # cfrnet normalization: Phi / ||Phi||
+    weight_init: float = 0.1  # cfrnet weight_init: N(0, (0.1/sqrt(fan_in))^2)
+    learning_rate: float = 1e-3  # cfrnet lrate (Adam)
+    lr_decay: float = 0.97  # cfrnet lrate_decay, staircase ...
+    lr_decay_steps: int = 100  # ... every 100 steps
+    batch_size: int = 100  # cfrnet batch_size
+    n_iter: int = 3000  # cfrnet iterations (an upper bound: early stopping ends most fits)
+    val_fraction: float = 0.3  # cfrnet val_part
+    eval_every: int = 10  # steps between validations (ours; cfrnet output_delay is 100)
+    patience: int | None = 10  # a model stops after max(patience * eval_every, ...
+    relative_patience: float = 1.0  # ... relative_patience * best step) steps without a new best
+    reweight_sample: bool = True  # cfrnet reweight_sample (w_i of Algorithm 1)
+    rbf_sigma: float = 0.1  # cfrnet rbf_sigma
+    wass_lambda: float = 10.0  # cfrnet wass_lambda
+    wass_iterations: int = 10  # cfrnet wass_iterations
+    wass_backprop: bool = True  # cfrnet wass_bpt
+    loss: str = "mse"  # "mse" (cfrnet l2) or "logloss" (cfrnet log)
+    max_eval_units: int = 1024  # validation units in the validation IPM; x64 for the loss (ours)
+
+    def validate(self) -> "CFRConfig":
+        """Raise ``ValueError``/``TypeError`` naming the first invalid hyper-parameter."""
+        for name in _FLOATS:
+            _check_number(name, getattr(self, name))
+        for name in _POSITIVE_INTS + ("n_head_layers",):
+            _check_int(name, getattr(self, name))
+        for name in _POSITIVE_INTS:
+            _require(name, getattr(self, name), getattr(self, name) >= 1, "must be at least 1")
+        _require("batch_size", self.batch_size, self.batch_size >= 2,
+                 "a batch needs at least one unit of each arm")
+        _require("n_head_layers", self.n_head_layers, self.n_head_layers >= 0, "must be >= 0")
+        _require("alpha", self.alpha, self.alpha >= 0,
+                 "the imbalance weight must be >= 0 (0 gives TARNet)")
+        _require("weight_decay", self.weight_decay, self.weight_decay >= 0, "must be >= 0")
+        for name in ("learning_rate", "rbf_sigma", "wass_lambda", "weight_init"):
+            _require(name, getattr(self, name), getattr(self, name) > 0, "must be > 0")
+        _require("lr_decay", self.lr_decay, 0 < self.lr_decay <= 1,
+                 "must be in (0, 1]; 1 switches decay off")
+        _require("val_fraction", self.val_fraction, 0 < self.val_fraction < 1,
+                 "must be strictly between 0 and 1")
+        _require("relative_patience", self.relative_patience, self.relative_patience >= 0,
+                 "must be >= 0")
+        if self.patience is not None:
+            _check_int("patience", self.patience)
+            _require("patience", self.patience, self.patience >= 1,
+                     "must be a positive integer or None (no early stop)")
+        for name, value, allowed in (("ipm", self.ipm, IPM_NAMES), ("loss", self.loss, LOSSES),
+                                     ("normalization", self.normalization, NORMALIZATIONS)):
+            _require(name, value, value in allowed, f"choose one of {', '.join(allowed)}")
+        return self
+
+    def ipm_kwargs(self) -> dict:
+        """The keyword arguments of :func:`dowhy_cfr.core.ipm.imbalance`."""
+        return dict(ipm=self.ipm, rbf_sigma=self.rbf_sigma, wass_lambda=self.wass_lambda,
+                    wass_iterations=self.wass_iterations, wass_backprop=self.wass_backprop)
+
+    def network_kwargs(self) -> dict:
+        """The architecture keywords of :class:`dowhy_cfr.core.network.CFRNet`."""
+        return dict(n_rep_layers=self.n_rep_layers, rep_dim=self.rep_dim,
+                    n_head_layers=self.n_head_layers, head_dim=self.head_dim,
+                    normalization=self.normalization, weight_init=self.weight_init)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _require(name, value, ok: bool, why: str) -> None:
+    if not ok:
+        raise ValueError(f"{name}={value!r} is invalid: {why}")
+
+
+def _check_number(name, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    _require(name, value, bool(np.isfinite(value)), "it must be finite")
+
+
+def _check_int(name, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")

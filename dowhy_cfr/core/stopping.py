@@ -1,0 +1,102 @@
+"""Model selection inside one stacked fit: per-model best checkpoints, the early-stopping rule,
+and the compaction of the stack when models stop.
+
+* :class:`Checkpoints` -- each model's best parameters so far, for all ``K`` models, and the rule
+  that decides when a model has waited long enough for a better one.
+* :func:`compact_stack` -- drop stopped models from the network and the optimiser, so that a stack
+  costs what its live models cost.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .network import CFRNet
+
+__all__ = ["Checkpoints", "adam", "compact_stack"]
+
+
+class Checkpoints:
+    """Best validation objective, its step and its parameters, per model (all ``K``).
+
+    The stopping rule: model k stops once it has gone ``max(patience * eval_every,
+    relative_patience * best_step[k])`` steps without a new best. The wait grows with the training
+    so far: a model whose best came at step 100 is confirmed by step 200, one whose best came at
+    step 1000 gets 1000 more steps. ``patience=None`` never stops (the best of all evaluations is
+    kept, as in the reference code).
+    """
+
+    def __init__(self, net: CFRNet, *, patience: int | None, eval_every: int,
+                 relative_patience: float):
+        k = net.n_models
+        self.store = [p.detach().clone() for p in net.parameters()]  # initial weights until a best
+        self.objective = np.full(k, np.inf)
+        self.step = np.zeros(k, dtype=int)
+        self.min_wait = None if patience is None else patience * eval_every
+        self.relative_patience = relative_patience
+
+    @property
+    def has_best(self) -> np.ndarray:
+        return np.isfinite(self.objective)
+
+    @torch.no_grad()
+    def update(self, net: CFRNet, live: np.ndarray, objective: np.ndarray, step: int) -> None:
+        """Keep the current parameters of the live models whose objective improved.
+        ``live[j]``: the model index of stack position j; ``objective``: (len(live),)."""
+        better = np.isfinite(objective) & (objective < self.objective[live])
+        if not better.any():
+            return
+        models = torch.as_tensor(live[better])
+        positions = torch.as_tensor(np.flatnonzero(better))
+        for s, p in zip(self.store, net.parameters()):
+            s[models.to(s.device)] = p.detach()[positions.to(p.device)]
+        self.objective[live[better]] = objective[better]
+        self.step[live[better]] = step
+
+    def waited_enough(self, live: np.ndarray, step: int) -> np.ndarray:
+        """Bool per live model: it has a best and has waited the patience since."""
+        if self.min_wait is None:
+            return np.zeros(len(live), dtype=bool)
+        wait = np.maximum(self.min_wait, self.relative_patience * self.step[live])
+        return self.has_best[live] & (step - self.step[live] >= wait)
+
+    @torch.no_grad()
+    def restore(self, net: CFRNet) -> None:
+        """Load every model's best checkpoint; the network holds all ``K`` models again."""
+        for s, p in zip(self.store, net.parameters()):
+            p.data = s.clone()
+        net.n_models = int(self.store[0].shape[0])
+
+
+def adam(params, lr: float) -> torch.optim.Adam:
+    """Adam with the fused kernel where torch has one for the device (CPU and CUDA since torch
+    2.4), else the ``foreach`` implementation. Both compute the same update, element by element,
+    so stacked models never interact."""
+    params = list(params)
+    try:
+        return torch.optim.Adam(params, lr=lr, fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.Adam(params, lr=lr, foreach=True)
+
+
+def compact_stack(net: CFRNet, opt: torch.optim.Adam, keep: torch.Tensor) -> torch.optim.Adam:
+    """Keep only the models ``keep`` (bool, current stack positions) in ``net``; returns an Adam
+    optimiser over the new parameters carrying each kept model's moments and step unchanged.
+    (New Parameter objects: autograd caches a leaf's shape, so resizing in place is unsafe.)"""
+    lr = opt.param_groups[0]["lr"]
+    old_state = {id(p): opt.state.get(p, {}) for p in net.parameters()}
+    moved = []
+    with torch.no_grad():
+        for plist in (net.rep_weights, net.rep_biases, net.head_weights, net.head_biases):
+            for i in range(len(plist)):
+                old = plist[i]
+                plist[i] = torch.nn.Parameter(old.detach()[keep].contiguous())
+                moved.append((old_state[id(old)], plist[i]))
+    net.n_models = int(keep.sum())
+    new_opt = adam(net.parameters(), lr)
+    for state, new in moved:
+        if state:
+            new_opt.state[new] = {key: (val[keep].contiguous() if key != "step" else val.clone())
+                                  for key, val in state.items()}
+    return new_opt
