@@ -106,7 +106,7 @@ def pairwise_sq_dists(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     Uses ``|a|^2 + |b|^2 - 2 a.b`` (memory O(K n m), not the O(K n m r) of explicit
     differences) on rows centred at the mean of ``a``. The distances do not depend on the centre,
     but the rounding error does: it scales with the squared norms that cancel, so centring makes
-    it proportional to the spread of the batch instead of to |Phi|^2 = 1 (``"divide"``), which
+    it proportional to the spread of the batch instead of to ``|Phi|^2 = 1`` (``"divide"``), which
     keeps near-identical representations (distance 1e-4) accurate in float32. Rounding noise
     below zero is clamped.
     """
@@ -239,13 +239,14 @@ def _sinkhorn(kernel, a, b, n_iter):
     ``a = 1/n_t`` on the treated rows and ``b = 1/n_c`` on the control columns (0 elsewhere).
     Outside the groups (``a`` or ``b`` = 0, an empty row or column of ``K``) the denominator is
     replaced by 1, so that no 0/0 reaches the values or the gradient."""
-    rows, cols = a > 0, b > 0
-    v = cols.to(kernel.dtype)
+    # K's rows (columns) outside the groups are 0, so adding 1 there is the replacement
+    empty_rows, empty_cols = (a == 0).to(kernel.dtype), (b == 0).to(kernel.dtype)
+    v = 1.0 - empty_cols
     for _ in range(n_iter):
         # products as sums, not bmm: a batched matrix-vector product may round differently for
         # K = 1 and K > 1, and a model must compute the same in a stack as alone
-        u = a / torch.where(rows, (kernel * v.unsqueeze(1)).sum(2), 1.0)
-        v = b / torch.where(cols, (kernel * u.unsqueeze(2)).sum(1), 1.0)
+        u = a / ((kernel * v.unsqueeze(1)).sum(2) + empty_rows)
+        v = b / ((kernel * u.unsqueeze(2)).sum(1) + empty_cols)
     return u, v
 
 
