@@ -1,6 +1,8 @@
-"""Saving and loading fitted CFR/TARNet estimators without pickled code.
+"""Saving and loading the fitted state of CFR/TARNet estimators without pickled code.
 
-A saved model is one zip file holding
+It writes a :class:`~dowhy_cfr.fitted.FittedCFR` with the estimator's class name and parameters
+(the estimator's ``save``/``load`` call it; this module does not import the estimator). A saved
+model is one zip file holding
 
 * ``model.json`` -- format version, estimator class, constructor parameters, the core
   configuration and the fitted preprocessing (covariate and outcome standardisation, treatment
@@ -25,6 +27,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+
+from .core import CFRConfig
+from .fitted import (Columns, FinalStage, FittedCFR, FittedMembers, Preprocessing,
+                     TreatmentEncoding, build_net)
 
 FORMAT_VERSION = 1
 
@@ -66,53 +72,52 @@ def _model_from_spec(spec):
     return getattr(importlib.import_module(module), name)(**spec["params"])
 
 
-def save(est, path) -> Path:
-    est._check_fitted()
+def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: dict) -> Path:
+    """Write ``fitted`` with the estimator's class name, parameters and EconML's bookkeeping."""
     path = Path(path)
-    params = est.get_params(deep=False)
+    params = dict(params)
     model_final = params.pop("model_final")
+    members, pre, cols = fitted.members, fitted.preprocessing, fitted.columns
     state = {
         "format_version": FORMAT_VERSION,
-        "class": type(est).__name__,
+        "class": class_name,
         "params": _jsonable(params),
         "model_final": None if model_final is None else _model_spec(model_final),
-        "config": _jsonable(est.config_.to_dict()),
-        "loss": est.loss_,
-        "n_x": est._n_x,
-        "n_w": est._n_w,
-        "x_columns": est._x_columns,
-        "w_columns": est._w_columns,
-        "n_arms": est._n_arms,
-        "categories": _jsonable(list(est.transformer.categories_[0])),
-        "d_y": _jsonable(list(est._d_y)),
-        "d_t": _jsonable(list(est._d_t)),
-        "d_t_in": _jsonable(list(est._d_t_in)),
-        "input_names": _jsonable(getattr(est, "_input_names", None)),
-        "seeds": _jsonable(est.seeds_),
-        "n_iter_run": est.n_iter_,
-        "n_models": est._net.n_models,
-        "d_in": int(est._net.rep_weights[0].shape[1]),
+        "config": _jsonable(fitted.config.to_dict()),
+        "loss": pre.loss,
+        "n_x": cols.n_x,
+        "n_w": cols.n_w,
+        "x_columns": cols.x_names,
+        "w_columns": cols.w_names,
+        "n_arms": fitted.encoding.n_arms,
+        "categories": _jsonable(fitted.encoding.categories),
+        "d_y": _jsonable(list(econml_state["_d_y"])),
+        "d_t": _jsonable(list(econml_state["_d_t"])),
+        "d_t_in": _jsonable(list(econml_state["_d_t_in"])),
+        "input_names": _jsonable(econml_state.get("_input_names")),
+        "seeds": _jsonable(members.seeds),
+        "n_iter_run": members.n_iter,
+        "n_models": members.n_models,
+        "d_in": int(members.net.rep_weights[0].shape[1]),
         "final_stage": None,
     }
     arrays = {
-        "x_mean": est._x_mean,
-        "x_scale": est._x_scale,
-        "y_mean": est._y_mean,
-        "y_scale": est._y_scale,
-        "tau_fit_mean": est._tau_fit_mean,
-        "best_iteration": est.best_iteration_,
+        "x_mean": pre.x_mean,
+        "x_scale": pre.x_scale,
+        "y_mean": pre.y_mean,
+        "y_scale": pre.y_scale,
+        "tau_fit_mean": fitted.tau_fit_mean,
+        "best_iteration": members.best_iteration,
     }
-    for col in est.history_.columns:
-        arrays[f"history/{col}"] = est.history_[col].to_numpy()
-    for i, p in enumerate(est._net.parameters()):
+    for col in members.history.columns:
+        arrays[f"history/{col}"] = members.history[col].to_numpy()
+    for i, p in enumerate(members.net.parameters()):
         arrays[f"param/{i}"] = p.detach().cpu().numpy()
-    if est.model_final_ is not None:
-        if model_final is None:
-            state["final_stage"] = _model_spec(est.model_final_[0])
-        else:
-            state["final_stage"] = _model_spec(model_final)
-        arrays["final/x"] = est._final_x
-        arrays["final/tau"] = est._final_tau
+    if fitted.final is not None:
+        proto = fitted.final.models[0] if model_final is None else model_final
+        state["final_stage"] = _model_spec(proto)
+        arrays["final/x"] = fitted.final.x
+        arrays["final/tau"] = fitted.final.tau
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
@@ -121,11 +126,7 @@ def save(est, path) -> Path:
     return path
 
 
-def load(cls, path):
-    from .core import CFRConfig, CFRNet
-    from econml.utilities import one_hot_encoder
-
-    path = Path(path)
+def _read(path: Path):
     if not path.exists():
         raise FileNotFoundError(f"no saved model at {path}")
     with zipfile.ZipFile(path) as zf:
@@ -136,57 +137,40 @@ def load(cls, path):
         arrays = dict(np.load(io.BytesIO(zf.read("arrays.npz")), allow_pickle=False))
     if state.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"unsupported model format version {state.get('format_version')!r}")
-    from . import estimator as estimator_module
+    return state, arrays
 
-    saved_cls = getattr(estimator_module, state["class"])
-    if not issubclass(saved_cls, cls) and not issubclass(cls, saved_cls):
-        raise TypeError(f"{path} holds a {state['class']}, not a {cls.__name__}")
-    params = dict(state["params"])
-    if state["model_final"] is not None:
-        params["model_final"] = _model_from_spec(state["model_final"])
-    est = saved_cls(**params)
 
-    config = CFRConfig(**state["config"])
-    est.config_ = config
-    est.loss_ = state["loss"]
-    est._n_x, est._n_w = state["n_x"], state["n_w"]
-    est._x_columns, est._w_columns = state["x_columns"], state["w_columns"]
-    est.n_features_in_ = est._n_x + est._n_w
-    est._n_arms = state["n_arms"]
-    cats = state["categories"]
-    cats = np.asarray(cats, dtype=object if any(isinstance(c, str) for c in cats) else None)
-    est.transformer = one_hot_encoder(categories=[cats], drop="first")
-    est.transformer.fit(cats.reshape(-1, 1))
-    est._d_y = tuple(state["d_y"])
-    est._d_t = tuple(state["d_t"])
-    est._d_t_in = tuple(state["d_t_in"])
-    if state["input_names"] is not None:
-        est._input_names = state["input_names"]
-    est.seeds_ = state["seeds"]
-    est.n_iter_ = state["n_iter_run"]
-    est._x_mean, est._x_scale = arrays["x_mean"], arrays["x_scale"]
-    est._y_mean, est._y_scale = arrays["y_mean"], arrays["y_scale"]
-    est._tau_fit_mean = arrays["tau_fit_mean"]
-    est.best_iteration_ = arrays["best_iteration"]
-    est.history_ = pd.DataFrame({k.split("/", 1)[1]: v for k, v in arrays.items()
-                                 if k.startswith("history/")})
-    est._device = torch.device("cpu")
-    net = CFRNet(state["d_in"], [0] * state["n_models"], n_arms=est._n_arms,
-                 n_rep_layers=config.n_rep_layers, rep_dim=config.rep_dim,
-                 n_head_layers=config.n_head_layers, head_dim=config.head_dim,
-                 normalization=config.normalization, weight_init=config.weight_init)
+def _members(state, arrays, config: CFRConfig) -> FittedMembers:
+    net = build_net(config, state["d_in"], [0] * state["n_models"], state["n_arms"])
     with torch.no_grad():
         for i, p in enumerate(net.parameters()):
             p.copy_(torch.from_numpy(arrays[f"param/{i}"]))
     net.eval()
-    est._net = net
-    est.model_final_ = None
-    if state["final_stage"] is not None:
-        est._final_x, est._final_tau = arrays["final/x"], arrays["final/tau"]
-        proto = _model_from_spec(state["final_stage"])
-        from sklearn.base import clone
+    history = pd.DataFrame({k.split("/", 1)[1]: v for k, v in arrays.items()
+                            if k.startswith("history/")})
+    return FittedMembers(net, state["seeds"], arrays["best_iteration"], history,
+                         state["n_iter_run"])
 
-        est.model_final_ = [clone(proto).fit(est._final_x, est._final_tau[:, j])
-                            for j in range(est._final_tau.shape[1])]
-    est._inference = None
-    return est
+
+def load(path):
+    """``(class name, constructor parameters, FittedCFR, EconML's bookkeeping)`` of a saved
+    model; the estimator builds itself from them."""
+    state, arrays = _read(Path(path))
+    params = dict(state["params"])
+    if state["model_final"] is not None:
+        params["model_final"] = _model_from_spec(state["model_final"])
+    config = CFRConfig(**state["config"])
+    pre = Preprocessing(state["loss"], arrays["x_mean"], arrays["x_scale"], arrays["y_mean"],
+                        arrays["y_scale"])
+    columns = Columns(state["n_x"], state["n_w"], state["x_columns"], state["w_columns"])
+    final = None
+    if state["final_stage"] is not None:
+        final = FinalStage.fit(_model_from_spec(state["final_stage"]), arrays["final/x"],
+                               arrays["final/tau"])
+    fitted = FittedCFR(config, TreatmentEncoding.of_categories(state["categories"]), columns, pre,
+                       _members(state, arrays, config), arrays["tau_fit_mean"], final)
+    econml_state = {"_d_y": tuple(state["d_y"]), "_d_t": tuple(state["d_t"]),
+                    "_d_t_in": tuple(state["d_t_in"])}
+    if state["input_names"] is not None:
+        econml_state["_input_names"] = state["input_names"]
+    return state["class"], params, fitted, econml_state

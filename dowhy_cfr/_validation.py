@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["as_2d_float", "as_1d", "column_names", "check_same_length", "check_finite"]
+__all__ = ["as_2d_float", "as_1d", "as_vector", "column_names", "check_same_length", "check_finite",
+           "check_int"]
 
 
 def column_names(a) -> list[str] | None:
@@ -135,3 +136,29 @@ def check_same_length(**arrays) -> int:
         desc = ", ".join(f"{k}: {n}" for k, n in lengths.items())
         raise ValueError(f"inputs have different numbers of rows ({desc}); they must match")
     return next(iter(lengths.values()))
+
+
+def as_vector(name: str, a, n: int | None = None, dtype=float) -> np.ndarray:
+    """A 1-D array of ``dtype`` (a single row or column is flattened), of length ``n`` if given.
+
+    For numeric vectors of metrics and plots; :func:`as_1d` keeps labels as they are.
+    """
+    arr = np.asarray(a, dtype=dtype)
+    if arr.ndim == 2 and 1 in arr.shape:
+        arr = arr.reshape(-1)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional; got shape {np.shape(a)}")
+    if n is not None and arr.shape[0] != n:
+        raise ValueError(f"{name} has {arr.shape[0]} entries; expected {n}")
+    return arr
+
+
+def check_int(name: str, value, minimum: int, maximum: int | None = None) -> int:
+    """``value`` as an ``int`` if it is an integer (not a bool) in ``[minimum, maximum)``."""
+    ok = not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= minimum
+    if ok and maximum is not None and value >= maximum:
+        ok = False
+    if not ok:
+        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum})"
+        raise ValueError(f"{name}={value!r} is invalid: use an integer {bound}")
+    return int(value)

@@ -29,8 +29,7 @@ How it works:
   the union -- the same estimator as single-process training with a batch of
   ``world_size * batch_size``; ``"local"`` computes it on each worker's own batch and averages the
   gradients, which is cheaper but a noisier, biased estimate for small batches (the Wasserstein
-  and unbiased-MMD estimates are not linear in the batch). ``benchmarks/distributed.py``
-  compares both.
+  and unbiased-MMD estimates are not linear in the batch). ``docs/scaling.md`` compares both.
 * Early stopping: every worker evaluates the same validation data with the same weights, so all
   take the same decisions without extra communication.
 """
@@ -42,7 +41,9 @@ import torch
 import torch.distributed as dist
 
 from . import _validation as V
-from .streaming import arm_index, batch_stream, preprocessing, setup, train_from_stream
+from . import fitting
+from .fitted import Columns
+from .streaming import batch_stream, encoding_of_labels, preprocessing, train_from_stream
 
 __all__ = ["fit_distributed"]
 
@@ -86,7 +87,7 @@ def fit_distributed(est, Y, T, X, *, validation, ipm_batch: str = "global"):
                            "torchrun and call torch.distributed.init_process_group first")
     if ipm_batch not in ("global", "local"):
         raise ValueError(f"ipm_batch={ipm_batch!r} is invalid: choose 'global' or 'local'")
-    if est._check_n_ensemble() != 1:
+    if fitting.check_n_ensemble(est) != 1:
         raise ValueError("fit_distributed trains one network: use n_ensemble=1")
     y = V.as_1d("Y", Y).astype("float64")
     V.check_finite("Y", y)
@@ -98,16 +99,14 @@ def fit_distributed(est, Y, T, X, *, validation, ipm_batch: str = "global"):
     # global statistics: treatment labels, covariate/outcome moments, arm counts
     labels = [None] * dist.get_world_size()
     dist.all_gather_object(labels, sorted(set(np.unique(t).tolist())))
-    all_labels = sorted(set().union(*labels))
     dims = [None] * dist.get_world_size()
     dist.all_gather_object(dims, d)
     if len(set(dims)) != 1:
         raise ValueError(f"workers have different numbers of covariates: {dims}")
-    setup(est, labels=all_labels, d=d, validation=validation)
-    a = arm_index(est, t)
+    encoding = encoding_of_labels(est, sorted(set().union(*labels)))
     stats = torch.tensor(np.concatenate([
         [len(y), y.sum(), (y**2).sum(), float(np.isin(y, (0.0, 1.0)).all())],
-        x.sum(0), (x**2).sum(0), np.bincount(a, minlength=est._n_arms),
+        x.sum(0), (x**2).sum(0), np.bincount(encoding.arms(t), minlength=encoding.n_arms),
     ]), dtype=torch.float64)
     binary_flag = stats[3].clone()
     dist.all_reduce(stats)
@@ -120,31 +119,31 @@ def fit_distributed(est, Y, T, X, *, validation, ipm_batch: str = "global"):
     counts = stats[4 + 2 * d:].numpy()
     if (counts == 0).any():
         raise ValueError("some treatment arm has no training unit on any worker")
-    seeds = preprocessing(est, binary=bool(binary_flag > 0.5), x_mean=x_mean,
-                          x_std=np.sqrt(x_var), y_mean=y_mean, y_std=float(np.sqrt(y_var)))
-    config = est.config_
+    pre, config, seeds = preprocessing(est, binary=bool(binary_flag > 0.5), x_mean=x_mean,
+                                       x_std=np.sqrt(x_var), y_mean=[y_mean],
+                                       y_std=[float(np.sqrt(y_var))])
 
-    from .estimator import _resolve_device
-
-    est._device = _resolve_device(est.device)
+    device = fitting.resolve_device(est.device)
     rank = dist.get_rank()
-    stream = batch_stream(est, [(y, t, x)], config.batch_size,
+    stream = batch_stream(encoding, pre, [(y, t, x)], config.batch_size,
                           np.random.default_rng([seeds[0], rank]))
-    y_val, t_val, x_val = (validation[0], validation[1], validation[2])
-    y_val = V.as_1d("Y_val", y_val).astype("float64")
-    x_val = V.as_2d_float("X_val", x_val)
+    y_val = V.as_1d("Y_val", validation[0]).astype("float64")
+    x_val = V.as_2d_float("X_val", validation[2])
+    t_val = V.as_1d("T_val", validation[1])
     val_idx = np.random.default_rng(seeds[0]).permutation(len(y_val))[None]
-    device_ids = [est._device.index] if est._device.type == "cuda" else None
+    device_ids = [device.index] if device.type == "cuda" else None
 
     def wrap(net):
         return torch.nn.parallel.DistributedDataParallel(net, device_ids=device_ids)
 
-    return train_from_stream(
-        est, stream,
-        validation=(y_val, arm_index(est, V.as_1d("T_val", t_val)), x_val),
+    fitted = train_from_stream(
+        est, stream, config=config, encoding=encoding, preprocessing=pre,
+        columns=Columns(d, 0, V.column_names(validation[2])),
+        validation=(y_val, encoding.arms(t_val), x_val),
         val_idx=val_idx, seeds=seeds,
         arm_shares=torch.as_tensor(counts / counts.sum())[None],
-        progress=est._show_progress() and rank == 0,
+        progress=fitting.show_progress(est.verbose) and rank == 0,
         model_wrapper=wrap,
         gather_ipm=_gather_batches if ipm_batch == "global" else None,
     )
+    return est._set_fitted(fitted, *validation)

@@ -10,36 +10,14 @@ After ``import dowhy_cfr`` a :class:`dowhy.CausalModel` with a backdoor estimand
 
 and EconML's DoWhy wrapper works: ``CFR(...).dowhy.fit(Y, T, X=..., W=...)``.
 
-How the names are registered (DoWhy 0.14 has no plug-in registry)
-------------------------------------------------------------------
-DoWhy resolves ``"<identifier>.<name>"`` by importing the module
-``dowhy.causal_estimators.<name>_estimator`` and taking its class ``CapWords(<name>_estimator)``;
-``importlib.import_module`` looks in :data:`sys.modules` first. On import, this module therefore
-puts three small *alias modules* into :data:`sys.modules` -- nothing is written to disk and no
-DoWhy function is replaced for these names:
-
-============================================ ===================== ==========================
-module name                                  class attribute       used for
-============================================ ===================== ==========================
-``dowhy.causal_estimators.cfr_estimator``     ``CfrEstimator``      ``"backdoor.cfr"``
-``dowhy.causal_estimators.tarnet_estimator``  ``TarnetEstimator``   ``"backdoor.tarnet"``
-``dowhy.causal_estimators.dowhy_cfr``         ``DowhyCfr``          ``"backdoor.dowhy_cfr.*"``
-============================================ ===================== ==========================
-
-The third one is what makes dotted names under this package work once it is imported, among them
-the name EconML's ``est.dowhy`` builds (``"backdoor.dowhy_cfr.estimator.CFR"``): DoWhy first
-tries ``dowhy.causal_estimators.<package>``, exactly as it does for ``"backdoor.econml.*"``, and
-the adapter then reads the dotted name DoWhy passes it (``method_params["dowhy_cfr_estimator"]``)
-to pick CFR or TARNet. Without a prior ``import dowhy_cfr``, DoWhy's fallback imports
-``dowhy_cfr`` itself and uses :class:`CFREstimator` (a ``CausalEstimator`` subclass).
-
-Bare names need one more step: ``CausalModel.estimate_effect`` indexes the part after the first
-dot, so a name without a dot raises ``IndexError`` before any lookup. On import this module wraps
-``CausalModel.estimate_effect`` once (idempotent, ``functools.wraps``, the original stays in
-``__wrapped__``): the wrapper rewrites exactly the bare names ``"cfr"`` and ``"tarnet"`` (any
-case) to ``"backdoor.cfr"`` / ``"backdoor.tarnet"`` and passes every other call through
-unchanged, so DoWhy's behaviour for all other names (including its ``IndexError`` for other bare
-names) is untouched. An existing real DoWhy module of the same name is never shadowed.
+How the names are registered
+----------------------------
+DoWhy 0.14 has no plug-in registry: on import, this module puts small alias modules
+(``dowhy.causal_estimators.cfr_estimator``, ``...tarnet_estimator``, ``...dowhy_cfr``) into
+:data:`sys.modules` -- nothing is written to disk, a real DoWhy module is never shadowed -- and
+wraps ``CausalModel.estimate_effect`` once so that the bare names ``"cfr"``/``"tarnet"`` become
+``"backdoor.cfr"``/``"backdoor.tarnet"`` (every other call passes through unchanged). The design
+and its reasons are in ``docs/dowhy.md``.
 
 What the adapter does
 ---------------------
@@ -97,6 +75,7 @@ __all__ = [
     "TARNetEstimator",
     "BARE_METHOD_NAMES",
     "register",
+    "register_alias",
 ]
 
 #: Bare method names accepted by ``CausalModel.estimate_effect`` (case-insensitive).
@@ -105,6 +84,12 @@ BARE_METHOD_NAMES = {"cfr": "backdoor.cfr", "tarnet": "backdoor.tarnet"}
 _TARGET_STRINGS = ("ate", "att", "atc")
 _FIT_PARAM_NAMES = ("inference",)
 _ESTIMATOR_KWARG = "dowhy_cfr_estimator"
+_NO_INTERVALS = (
+    "no intervals were computed for this CFR estimate. Estimate with confidence_intervals=True "
+    "and method_params={'fit_params': {'inference': 'bootstrap'}} (or BootstrapInference("
+    "n_bootstrap_samples=...)), or use DoWhy's resampling bootstrap with method='bootstrap' "
+    "(trains num_simulations networks)."
+)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -132,8 +117,182 @@ def _single_value(value, what):
     return vals[0]
 
 
+def _build_model(adapter: str, model_cls, init_params, fit_params, kwargs):
+    """The CFR/TARNet of the adapter's arguments (``verbose`` defaults to 0), or a clear error."""
+    if not isinstance(init_params, dict):
+        raise TypeError(f"method_params['init_params'] must be a dict of CFR arguments; got "
+                        f"{type(init_params).__name__}")
+    if fit_params is not None and not isinstance(fit_params, dict):
+        raise TypeError(f"method_params['fit_params'] must be a dict; got "
+                        f"{type(fit_params).__name__}")
+    for key, value in kwargs.items():
+        if key == _ESTIMATOR_KWARG and isinstance(value, str):
+            _, model_cls = _resolve_dotted(value)
+        elif key.endswith("_estimator") and isinstance(value, str):
+            continue  # DoWhy records the dotted name of third-party estimators
+        elif key in init_params:
+            continue  # DoWhy also unpacks init_params into the constructor for "backdoor.cfr"
+        else:
+            raise TypeError(
+                f"{adapter} got an unexpected argument {key!r}. Put CFR arguments "
+                f"in method_params={{'init_params': {{...}}}} and fit arguments in "
+                f"method_params={{'fit_params': {{...}}}}"
+            )
+    try:
+        return model_cls(**{"verbose": 0, **init_params})
+    except TypeError as exc:
+        raise TypeError(f"invalid init_params for {model_cls.__name__}: {exc}") from exc
+
+
+def _arm_pair(categories: list, treatment_value, control_value):
+    """The single treatment and control levels compared, checked against the fitted levels."""
+    t1 = _single_value(treatment_value, "treatment_value")
+    t0 = _single_value(control_value, "control_value")
+
+    def index(v, what):
+        for i, c in enumerate(categories):
+            if c == v:
+                return i
+        raise ValueError(f"{what}={v!r} is not one of the treatment levels {categories}")
+
+    if index(t1, "treatment_value") == index(t0, "control_value"):
+        raise ValueError(f"treatment_value and control_value are the same level ({t1!r})")
+    return t1, t0
+
+
+def _target_mask(data, target_units, treatment, t1, t0) -> np.ndarray:
+    """Boolean mask of the target units among the rows of ``data`` (``treatment``: column)."""
+    n = len(data)
+    if isinstance(target_units, str):
+        key = target_units.lower()
+        if key not in _TARGET_STRINGS:
+            raise ValueError(f"target_units={target_units!r} is not supported; use 'ate', "
+                             f"'att', 'atc', a DataFrame or a callable")
+        if key == "ate":
+            return np.ones(n, dtype=bool)
+        level = t1 if key == "att" else t0
+        mask = np.asarray(data[treatment].to_numpy() == level, dtype=bool)
+        if not mask.any():
+            raise ValueError(f"target_units={target_units!r}: no unit has treatment {level!r}")
+        return mask
+    if callable(target_units):
+        cond = target_units(data)
+        if isinstance(cond, pd.DataFrame):  # DoWhy keeps a row if its first column is kept
+            cond = cond.iloc[:, 0]
+        cond = np.asarray(cond)
+        if cond.shape != (n,) or cond.dtype != bool:
+            raise TypeError(f"a target_units callable must return a boolean mask over the {n} "
+                            f"rows of the data; got dtype {cond.dtype} and shape {cond.shape}")
+        if not cond.any():
+            raise ValueError("the target_units callable selected no unit")
+        return cond
+    raise TypeError(f"target_units must be 'ate', 'att', 'atc', a DataFrame or a callable; "
+                    f"got {type(target_units).__name__}")
+
+
+def _check_fit_request(estimand, fit_params: dict, model_name: str, econml_intervals: bool):
+    """Clear errors for an estimand or fit arguments CFR cannot serve."""
+    method = estimand.identifier_method
+    if method is not None and not (method.startswith("backdoor") or method == "general_adjustment"):
+        raise ValueError(
+            f"CFR/TARNet adjust for confounders (backdoor adjustment); the estimand was "
+            f"requested with identifier {method!r}. Use method_name='backdoor.cfr'."
+        )
+    unknown = sorted(set(fit_params) - set(_FIT_PARAM_NAMES))
+    if unknown:
+        raise TypeError(f"unknown fit_params {unknown} for {model_name}; "
+                        f"the only fit parameter is 'inference'")
+    if econml_intervals and fit_params.get("inference") is None:
+        raise ValueError(
+            "confidence_intervals=True needs EconML bootstrap inference for CFR: pass "
+            "method_params={'fit_params': {'inference': 'bootstrap'}} (100 samples) or "
+            "{'inference': BootstrapInference(n_bootstrap_samples=...)} -- every bootstrap "
+            "sample trains a network -- or use confidence_intervals='bootstrap' for DoWhy's "
+            "resampling bootstrap (method_params={'num_simulations': ...})."
+        )
+    if len(estimand.treatment_variable) != 1 or len(estimand.outcome_variable) != 1:
+        raise ValueError(f"CFR needs one treatment variable and one outcome; got treatments "
+                         f"{estimand.treatment_variable} and outcomes "
+                         f"{estimand.outcome_variable}")
+
+
+def _adjustment_set(estimand, data: pd.DataFrame) -> list:
+    """The backdoor set in data-column order; every column of the estimand must be in ``data``."""
+    adjustment = list(estimand.get_adjustment_set() or [])
+    missing = [c for c in adjustment + list(estimand.treatment_variable)
+               + list(estimand.outcome_variable) if c not in data.columns]
+    if missing:
+        raise ValueError(f"columns {missing} of the estimand are not in the data")
+    return _in_data_order(data, adjustment)
+
+
+def _in_data_order(data: pd.DataFrame, names) -> list:
+    """``names`` in the order of the data's columns (DoWhy hands them over as sets, whose order
+    changes between interpreter runs: ordered, fits are reproducible)."""
+    position = {c: i for i, c in enumerate(data.columns)}
+    return sorted(names, key=lambda c: position.get(c, len(position)))
+
+
 # ----------------------------------------------------------------------------- the adapter
-class CFREstimator(Econml):
+class _Queries:
+    """The query methods of DoWhy's EconML wrapper (used by DoWhy's refuters and interpreters)
+    for a CFR adapter: the intervals of the last estimate, and effects, intervals and inference
+    for the rows of a DataFrame, comparing the arms of the last estimate."""
+
+    def _estimate_confidence_intervals(self, confidence_level=None, method=None, **kwargs):
+        """EconML's bootstrap interval of the mean effect over the target units: (lower, upper)."""
+        if self._interval_inputs is None:
+            raise ValueError(_NO_INTERVALS)
+        level = self.confidence_level if confidence_level is None else confidence_level
+        X, t0, t1 = self._interval_inputs
+        lb, ub = self.estimator.ate_interval(X, T0=t0, T1=t1, alpha=1 - level)
+        return float(np.squeeze(lb)), float(np.squeeze(ub))
+
+    def _estimate_std_error(self, method=None, **kwargs):
+        """Standard deviation of the bootstrap replicates' mean effect over the target units."""
+        if self._interval_inputs is None:
+            raise ValueError(_NO_INTERVALS)
+        X, t0, t1 = self._interval_inputs
+        try:
+            std = self.estimator._inference.ate_std(X, T0=t0, T1=t1)
+        except AttributeError as exc:
+            raise TypeError(f"standard errors for CFR need bootstrap inference; got "
+                            f"{type(self.estimator._inference).__name__}") from exc
+        return float(np.squeeze(std))
+
+    def _current_arms(self):
+        return self._arms(getattr(self, "_treatment_value", 1), getattr(self, "_control_value", 0))
+
+    def effect(self, df: pd.DataFrame, *args, **kwargs) -> np.ndarray:
+        """Unit-level effects for the rows of ``df`` (all covariate columns), shape (m, 1)."""
+        t1, t0 = self._current_arms()
+        return np.asarray(self.estimator.effect(self._covariates(df), T0=t0, T1=t1),
+                          dtype=float).reshape(-1, 1)
+
+    def effect_interval(self, df: pd.DataFrame, *args, **kwargs):
+        """Per-unit bootstrap intervals ``(lower, upper)``, each (m, 1), for the rows of ``df``."""
+        t1, t0 = self._current_arms()
+        lb, ub = self.estimator.effect_interval(self._covariates(df), T0=t0, T1=t1,
+                                                alpha=1 - self.confidence_level)
+        return np.reshape(lb, (-1, 1)), np.reshape(ub, (-1, 1))
+
+    def effect_inference(self, df: pd.DataFrame, *args, **kwargs):
+        """EconML inference results for the unit-level effects of the rows of ``df``."""
+        t1, t0 = self._current_arms()
+        return self.estimator.effect_inference(self._covariates(df), T0=t0, T1=t1)
+
+    def effect_tt(self, df: pd.DataFrame, treatment_value, *args, **kwargs):
+        """Effect of the treatment each unit received (0 for control units), a Series."""
+        eff = self.effect(df).ravel()
+        t1 = _single_value(treatment_value, "treatment_value")
+        treated = (df[self._target_estimand.treatment_variable[0]] == t1).to_numpy()
+        return pd.Series(np.where(treated, eff, 0.0), index=df.index)
+
+    def shap_values(self, df: pd.DataFrame, *args, **kwargs):
+        return self.estimator.shap_values(self._covariates(df).values, *args, **kwargs)
+
+
+class CFREstimator(_Queries, Econml):
     """DoWhy ``CausalEstimator`` for :class:`~dowhy_cfr.CFR` (``method_name="backdoor.cfr"``).
 
     Normally created by ``CausalModel.estimate_effect``; see the module docstring for the method
@@ -166,12 +325,8 @@ num_quantiles_to_discretize_cont_cols
         # "backdoor.dowhy_cfr.TARNetEstimator" reaches the class registered for the package
         # (this one); build the adapter the dotted name asks for.
         name = kwargs.get(_ESTIMATOR_KWARG)
-        target = cls
-        if isinstance(name, str):
-            adapter, _ = _resolve_dotted(name)
-            if issubclass(adapter, cls):
-                target = adapter
-        return super().__new__(target)
+        adapter = _resolve_dotted(name)[0] if isinstance(name, str) else cls
+        return super().__new__(adapter if issubclass(adapter, cls) else cls)
 
     def __init__(
         self,
@@ -189,46 +344,17 @@ num_quantiles_to_discretize_cont_cols
         num_quantiles_to_discretize_cont_cols: int = CausalEstimator.NUM_QUANTILES_TO_DISCRETIZE_CONT_COLS,
         **kwargs,
     ):
-        if init_params is None:
-            init_params = {}
-        if not isinstance(init_params, dict):
-            raise TypeError(f"method_params['init_params'] must be a dict of CFR arguments; got "
-                            f"{type(init_params).__name__}")
-        if fit_params is not None and not isinstance(fit_params, dict):
-            raise TypeError(f"method_params['fit_params'] must be a dict; got "
-                            f"{type(fit_params).__name__}")
-        model_cls = self._default_model
-        for key, value in kwargs.items():
-            if key == _ESTIMATOR_KWARG and isinstance(value, str):
-                _, model_cls = _resolve_dotted(value)
-            elif key.endswith("_estimator") and isinstance(value, str):
-                continue  # DoWhy records the dotted name of third-party estimators
-            elif key in init_params:
-                continue  # DoWhy also unpacks init_params into the constructor for "backdoor.cfr"
-            else:
-                raise TypeError(
-                    f"{type(self).__name__} got an unexpected argument {key!r}. Put CFR arguments "
-                    f"in method_params={{'init_params': {{...}}}} and fit arguments in "
-                    f"method_params={{'fit_params': {{...}}}}"
-                )
-        params = {"verbose": 0, **init_params}
-        try:
-            model = model_cls(**params)
-        except TypeError as exc:
-            raise TypeError(f"invalid init_params for {model_cls.__name__}: {exc}") from exc
+        init_params = {} if init_params is None else init_params
+        model = _build_model(type(self).__name__, self._default_model, init_params, fit_params,
+                             kwargs)
         self.init_params = dict(init_params)
         self.fit_params = dict(fit_params or {})
         super().__init__(
-            identified_estimand,
-            econml_estimator=model,
-            test_significance=test_significance,
+            identified_estimand, econml_estimator=model, test_significance=test_significance,
             evaluate_effect_strength=evaluate_effect_strength,
-            confidence_intervals=confidence_intervals,
-            num_null_simulations=num_null_simulations,
-            num_simulations=num_simulations,
-            sample_size_fraction=sample_size_fraction,
-            confidence_level=confidence_level,
-            need_conditional_estimates=need_conditional_estimates,
+            confidence_intervals=confidence_intervals, num_null_simulations=num_null_simulations,
+            num_simulations=num_simulations, sample_size_fraction=sample_size_fraction,
+            confidence_level=confidence_level, need_conditional_estimates=need_conditional_estimates,
             num_quantiles_to_discretize_cont_cols=num_quantiles_to_discretize_cont_cols,
         )
         self._interval_inputs = None
@@ -239,14 +365,6 @@ num_quantiles_to_discretize_cont_cols
         ci = self._confidence_intervals
         return bool(ci) and not (isinstance(ci, str) and ci == "bootstrap")
 
-    def _check_identifier(self):
-        method = self._target_estimand.identifier_method
-        if method is not None and not (method.startswith("backdoor") or method == "general_adjustment"):
-            raise ValueError(
-                f"CFR/TARNet adjust for confounders (backdoor adjustment); the estimand was "
-                f"requested with identifier {method!r}. Use method_name='backdoor.cfr'."
-            )
-
     # ------------------------------------------------------------------ fit
     def fit(self, data: pd.DataFrame, effect_modifier_names=None, **fit_params):
         """Fit CFR on ``data``; its covariates are the effect modifiers and the backdoor set.
@@ -254,48 +372,22 @@ num_quantiles_to_discretize_cont_cols
         ``fit_params`` (DoWhy's ``method_params["fit_params"]``) go to the EconML ``fit``; the
         only one is ``inference``.
         """
-        self._check_identifier()
-        unknown = sorted(set(fit_params) - set(_FIT_PARAM_NAMES))
-        if unknown:
-            raise TypeError(f"unknown fit_params {unknown} for {type(self.estimator).__name__}; "
-                            f"the only fit parameter is 'inference'")
-        if self._uses_econml_intervals() and fit_params.get("inference") is None:
-            raise ValueError(
-                "confidence_intervals=True needs EconML bootstrap inference for CFR: pass "
-                "method_params={'fit_params': {'inference': 'bootstrap'}} (100 samples) or "
-                "{'inference': BootstrapInference(n_bootstrap_samples=...)} -- every bootstrap "
-                "sample trains a network -- or use confidence_intervals='bootstrap' for DoWhy's "
-                "resampling bootstrap (method_params={'num_simulations': ...})."
-            )
         estimand = self._target_estimand
-        if len(estimand.treatment_variable) != 1 or len(estimand.outcome_variable) != 1:
-            raise ValueError(f"CFR needs one treatment variable and one outcome; got treatments "
-                             f"{estimand.treatment_variable} and outcomes "
-                             f"{estimand.outcome_variable}")
+        _check_fit_request(estimand, fit_params, type(self.estimator).__name__,
+                           self._uses_econml_intervals())
         self.reset_encoders()
-        # DoWhy derives effect modifiers and adjustment sets from Python sets, whose order changes
-        # between interpreter runs: order the columns as in the data so fits are reproducible.
-        position = {c: i for i, c in enumerate(data.columns)}
-
-        def ordered(names):
-            return sorted(names, key=lambda c: position.get(c, len(position)))
-
         if effect_modifier_names is not None:
-            effect_modifier_names = ordered(parse_state(effect_modifier_names))
+            effect_modifier_names = _in_data_order(data, parse_state(effect_modifier_names))
         self._set_effect_modifiers(data, effect_modifier_names)
         self._econml_fit_params = fit_params
         self._fit_params = fit_params
 
-        adjustment = list(estimand.get_adjustment_set() or [])
-        missing = [c for c in adjustment + list(estimand.treatment_variable)
-                   + list(estimand.outcome_variable) if c not in data.columns]
-        if missing:
-            raise ValueError(f"columns {missing} of the estimand are not in the data")
-        adjustment = ordered(adjustment)
+        adjustment = _adjustment_set(estimand, data)
         self._observed_common_causes_names = adjustment
         self._observed_common_causes = (
             self._encode(data[adjustment], "observed_common_causes") if adjustment else None)
-        self._covariate_names = ordered(set(self._effect_modifier_names) | set(adjustment))
+        self._covariate_names = _in_data_order(data, set(self._effect_modifier_names)
+                                               | set(adjustment))
         if not self._covariate_names:
             raise ValueError("CFR needs covariates to learn a representation, but the estimand has "
                              "neither backdoor variables nor effect modifiers")
@@ -328,49 +420,8 @@ num_quantiles_to_discretize_cont_cols
 
     # ------------------------------------------------------------------ target units
     def _arms(self, treatment_value, control_value):
-        t1 = _single_value(treatment_value, "treatment_value")
-        t0 = _single_value(control_value, "control_value")
-        cats = list(self.estimator.transformer.categories_[0])
-
-        def index(v, what):
-            for i, c in enumerate(cats):
-                if c == v:
-                    return i
-            raise ValueError(f"{what}={v!r} is not one of the treatment levels {cats}")
-
-        if index(t1, "treatment_value") == index(t0, "control_value"):
-            raise ValueError(f"treatment_value and control_value are the same level ({t1!r})")
-        return t1, t0
-
-    def _target_rows(self, data, target_units, t1, t0) -> np.ndarray:
-        """Boolean mask of the target units among the rows of ``data``."""
-        n = len(data)
-        if isinstance(target_units, str):
-            key = target_units.lower()
-            if key not in _TARGET_STRINGS:
-                raise ValueError(f"target_units={target_units!r} is not supported; use 'ate', "
-                                 f"'att', 'atc', a DataFrame or a callable")
-            if key == "ate":
-                return np.ones(n, dtype=bool)
-            level = t1 if key == "att" else t0
-            mask = np.asarray(data[self._target_estimand.treatment_variable[0]].to_numpy() == level,
-                              dtype=bool)
-            if not mask.any():
-                raise ValueError(f"target_units={target_units!r}: no unit has treatment {level!r}")
-            return mask
-        if callable(target_units):
-            cond = target_units(data)
-            if isinstance(cond, pd.DataFrame):  # DoWhy keeps a row if its first column is kept
-                cond = cond.iloc[:, 0]
-            cond = np.asarray(cond)
-            if cond.shape != (n,) or cond.dtype != bool:
-                raise TypeError(f"a target_units callable must return a boolean mask over the {n} "
-                                f"rows of the data; got dtype {cond.dtype} and shape {cond.shape}")
-            if not cond.any():
-                raise ValueError("the target_units callable selected no unit")
-            return cond
-        raise TypeError(f"target_units must be 'ate', 'att', 'atc', a DataFrame or a callable; "
-                        f"got {type(target_units).__name__}")
+        return _arm_pair(self.estimator.fitted_.encoding.categories, treatment_value,
+                         control_value)
 
     def _target(self, data, target_units, t1, t0):
         """(covariates, row labels) of the target units."""
@@ -378,7 +429,7 @@ num_quantiles_to_discretize_cont_cols
             if len(target_units) == 0:
                 raise ValueError("the target_units DataFrame has no rows")
             return self._covariates(target_units), target_units.index
-        mask = self._target_rows(data, target_units, t1, t0)
+        mask = _target_mask(data, target_units, self._target_estimand.treatment_variable[0], t1, t0)
         return self._covariates(data.iloc[np.flatnonzero(mask)]), data.index[mask]
 
     # ------------------------------------------------------------------ estimate
@@ -409,19 +460,13 @@ num_quantiles_to_discretize_cont_cols
                                                     alpha=1 - self.confidence_level)
             cate_intervals = (np.reshape(lb, (-1, 1)), np.reshape(ub, (-1, 1)))
 
+        estimand = self._target_estimand
         estimate = CausalEstimate(
-            data=data,
-            treatment_name=self._target_estimand.treatment_variable,
-            outcome_name=self._target_estimand.outcome_variable,
-            estimate=value,
-            control_value=control_value,
-            treatment_value=treatment_value,
-            target_estimand=self._target_estimand,
-            realized_estimand_expr=self.symbolic_estimator,
-            cate_estimates=cate,
-            cate_index=index,
-            effect_intervals=self.effect_intervals,
-            cate_intervals=cate_intervals,
+            data=data, treatment_name=estimand.treatment_variable,
+            outcome_name=estimand.outcome_variable, estimate=value, control_value=control_value,
+            treatment_value=treatment_value, target_estimand=estimand,
+            realized_estimand_expr=self.symbolic_estimator, cate_estimates=cate, cate_index=index,
+            effect_intervals=self.effect_intervals, cate_intervals=cate_intervals,
             _estimator_object=self.estimator,
         )
         # DoWhy's refuters re-estimate with estimate.estimator._target_units; CausalModel reuses
@@ -430,68 +475,6 @@ num_quantiles_to_discretize_cont_cols
         # shallow snapshot (sharing the fitted CFR) with its own target units and values.
         estimate.add_estimator(copy.copy(self))
         return estimate
-
-    # ------------------------------------------------------------------ intervals
-    def _no_intervals_error(self):
-        return ValueError(
-            "no intervals were computed for this CFR estimate. Estimate with "
-            "confidence_intervals=True and method_params={'fit_params': {'inference': "
-            "'bootstrap'}} (or BootstrapInference(n_bootstrap_samples=...)), or use DoWhy's "
-            "resampling bootstrap with method='bootstrap' (trains num_simulations networks)."
-        )
-
-    def _estimate_confidence_intervals(self, confidence_level=None, method=None, **kwargs):
-        """EconML's bootstrap interval of the mean effect over the target units: (lower, upper)."""
-        if self._interval_inputs is None:
-            raise self._no_intervals_error()
-        level = self.confidence_level if confidence_level is None else confidence_level
-        X, t0, t1 = self._interval_inputs
-        lb, ub = self.estimator.ate_interval(X, T0=t0, T1=t1, alpha=1 - level)
-        return float(np.squeeze(lb)), float(np.squeeze(ub))
-
-    def _estimate_std_error(self, method=None, **kwargs):
-        """Standard deviation of the bootstrap replicates' mean effect over the target units."""
-        if self._interval_inputs is None:
-            raise self._no_intervals_error()
-        X, t0, t1 = self._interval_inputs
-        try:
-            std = self.estimator._inference.ate_std(X, T0=t0, T1=t1)
-        except AttributeError as exc:
-            raise TypeError(f"standard errors for CFR need bootstrap inference; got "
-                            f"{type(self.estimator._inference).__name__}") from exc
-        return float(np.squeeze(std))
-
-    # ------------------------------------------------------------------ DoWhy-style helpers
-    def _current_arms(self):
-        return self._arms(getattr(self, "_treatment_value", 1), getattr(self, "_control_value", 0))
-
-    def effect(self, df: pd.DataFrame, *args, **kwargs) -> np.ndarray:
-        """Unit-level effects for the rows of ``df`` (all covariate columns), shape (m, 1)."""
-        t1, t0 = self._current_arms()
-        return np.asarray(self.estimator.effect(self._covariates(df), T0=t0, T1=t1),
-                          dtype=float).reshape(-1, 1)
-
-    def effect_interval(self, df: pd.DataFrame, *args, **kwargs):
-        """Per-unit bootstrap intervals ``(lower, upper)``, each (m, 1), for the rows of ``df``."""
-        t1, t0 = self._current_arms()
-        lb, ub = self.estimator.effect_interval(self._covariates(df), T0=t0, T1=t1,
-                                                alpha=1 - self.confidence_level)
-        return np.reshape(lb, (-1, 1)), np.reshape(ub, (-1, 1))
-
-    def effect_inference(self, df: pd.DataFrame, *args, **kwargs):
-        """EconML inference results for the unit-level effects of the rows of ``df``."""
-        t1, t0 = self._current_arms()
-        return self.estimator.effect_inference(self._covariates(df), T0=t0, T1=t1)
-
-    def effect_tt(self, df: pd.DataFrame, treatment_value, *args, **kwargs):
-        """Effect of the treatment each unit received (0 for control units), a Series."""
-        eff = self.effect(df).ravel()
-        t1 = _single_value(treatment_value, "treatment_value")
-        treated = (df[self._target_estimand.treatment_variable[0]] == t1).to_numpy()
-        return pd.Series(np.where(treated, eff, 0.0), index=df.index)
-
-    def shap_values(self, df: pd.DataFrame, *args, **kwargs):
-        return self.estimator.shap_values(self._covariates(df).values, *args, **kwargs)
 
     def construct_symbolic_estimator(self, estimand):
         expr = "b: " + ", ".join(estimand.outcome_variable) + "~"
@@ -517,7 +500,9 @@ _ALIASES = {
 }
 
 
-def _register_alias(module_name: str, attr: str, cls) -> bool:
+def register_alias(module_name: str, attr: str, cls, doc: str) -> bool:
+    """Put a module ``module_name`` with ``attr = cls`` into :data:`sys.modules` for DoWhy's
+    name lookup (idempotent). A real module of that name is never shadowed: then False."""
     existing = sys.modules.get(module_name)
     if existing is not None:
         if getattr(existing, "__dowhy_cfr_alias__", False):
@@ -529,8 +514,7 @@ def _register_alias(module_name: str, attr: str, cls) -> bool:
             return False  # DoWhy ships a real module of that name: never shadow it
     except (ImportError, ValueError):
         pass
-    alias = types.ModuleType(module_name, f"Alias registered by dowhy_cfr for DoWhy's method-name "
-                                          f"lookup; the class is {cls.__module__}.{cls.__name__}.")
+    alias = types.ModuleType(module_name, doc)
     alias.__dowhy_cfr_alias__ = True
     setattr(alias, attr, cls)
     sys.modules[module_name] = alias
@@ -563,7 +547,10 @@ def register() -> dict:
     Returns a dict {alias module name: registered?}; False means a real module of that name
     exists and was left alone.
     """
-    done = {name: _register_alias(name, attr, cls) for name, (attr, cls) in _ALIASES.items()}
+    done = {name: register_alias(name, attr, cls,
+                                 f"Alias registered by dowhy_cfr for DoWhy's method-name lookup; "
+                                 f"the class is {cls.__module__}.{cls.__name__}.")
+            for name, (attr, cls) in _ALIASES.items()}
     _wrap_estimate_effect()
     return done
 

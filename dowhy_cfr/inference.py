@@ -17,6 +17,8 @@ from econml.inference import BootstrapInference
 from econml.inference._bootstrap import BootstrapEstimator
 from econml.utilities import filter_none_kwargs
 
+from . import _validation as V
+
 __all__ = ["CFRBootstrapInference"]
 
 _BOOTSTRAP_TYPES = ("percentile", "pivot", "normal")
@@ -84,18 +86,16 @@ class CFRBootstrapInference(BootstrapInference):
 
     def __init__(self, n_bootstrap_samples=100, bootstrap_type="pivot", random_state=None,
                  replica_steps="fitted", verbose=0):
-        if isinstance(n_bootstrap_samples, bool) or not isinstance(
-                n_bootstrap_samples, (int, np.integer)) or n_bootstrap_samples < 2:
-            raise ValueError(f"n_bootstrap_samples={n_bootstrap_samples!r} is invalid: use an "
-                             f"integer >= 2")
+        V.check_int("n_bootstrap_samples", n_bootstrap_samples, 2)
         if bootstrap_type not in _BOOTSTRAP_TYPES:
             raise ValueError(f"bootstrap_type={bootstrap_type!r} is invalid: choose one of "
                              f"{_BOOTSTRAP_TYPES}")
-        if not (replica_steps in ("fitted", "early_stopping") or (
-                isinstance(replica_steps, (int, np.integer)) and not isinstance(replica_steps, bool)
-                and replica_steps >= 1)):
-            raise ValueError(f"replica_steps={replica_steps!r} is invalid: use 'fitted', "
-                             f"'early_stopping' or a positive number of steps")
+        if not (isinstance(replica_steps, str) and replica_steps in ("fitted", "early_stopping")):
+            try:
+                V.check_int("replica_steps", replica_steps, 1)
+            except ValueError:
+                raise ValueError(f"replica_steps={replica_steps!r} is invalid: use 'fitted', "
+                                 f"'early_stopping' or a positive number of steps") from None
         super().__init__(n_bootstrap_samples=n_bootstrap_samples, n_jobs=1,
                          bootstrap_type=bootstrap_type, verbose=verbose)
         self.n_bootstrap_samples = n_bootstrap_samples

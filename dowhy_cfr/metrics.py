@@ -31,6 +31,8 @@ import numpy as np
 import pandas as pd
 from scipy.spatial import cKDTree
 
+from . import _validation as V
+
 __all__ = [
     "sqrt_pehe",
     "ate_error",
@@ -44,19 +46,8 @@ __all__ = [
 ]
 
 
-def _vec(name: str, a, n: int | None = None, dtype=float) -> np.ndarray:
-    arr = np.asarray(a, dtype=dtype)
-    if arr.ndim == 2 and 1 in arr.shape:
-        arr = arr.reshape(-1)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional; got shape {np.shape(a)}")
-    if n is not None and arr.shape[0] != n:
-        raise ValueError(f"{name} has {arr.shape[0]} entries; expected {n}")
-    return arr
-
-
 def _binary(name: str, a, n: int) -> np.ndarray:
-    arr = _vec(name, a, n)
+    arr = V.as_vector(name, a, n)
     if not np.isin(arr, (0.0, 1.0)).all():
         raise ValueError(f"{name} must contain only 0 and 1")
     return arr.astype(bool)
@@ -82,8 +73,8 @@ def sqrt_pehe(tau_true, tau_hat) -> float:
     >>> sqrt_pehe([1.0, 2.0], [1.0, 4.0])  # sqrt((0 + 4) / 2)
     1.4142135623730951
     """
-    tau_true = _vec("tau_true", tau_true)
-    tau_hat = _vec("tau_hat", tau_hat, tau_true.shape[0])
+    tau_true = V.as_vector("tau_true", tau_true)
+    tau_hat = V.as_vector("tau_hat", tau_hat, tau_true.shape[0])
     if tau_true.size == 0:
         raise ValueError("no units to evaluate")
     return float(np.sqrt(np.mean((tau_hat - tau_true) ** 2)))
@@ -101,8 +92,8 @@ def ate_error(tau_true, tau_hat) -> float:
     -------
     float
     """
-    tau_true = _vec("tau_true", tau_true)
-    tau_hat = _vec("tau_hat", tau_hat, tau_true.shape[0])
+    tau_true = V.as_vector("tau_true", tau_true)
+    tau_hat = V.as_vector("tau_hat", tau_hat, tau_true.shape[0])
     if tau_true.size == 0:
         raise ValueError("no units to evaluate")
     return float(abs(np.mean(tau_hat) - np.mean(tau_true)))
@@ -126,7 +117,7 @@ def jobs_att(y, t, e) -> float:
     -------
     float
     """
-    y = _vec("y", y)
+    y = V.as_vector("y", y)
     t = _binary("t", t, y.shape[0])
     e = _binary("e", e, y.shape[0])
     treated, control = t & e, ~t & e
@@ -149,16 +140,17 @@ def att_error(tau_hat, y, t, e) -> float:
     -------
     float
     """
-    y = _vec("y", y)
-    tau_hat = _vec("tau_hat", tau_hat, y.shape[0])
+    y = V.as_vector("y", y)
+    tau_hat = V.as_vector("tau_hat", tau_hat, y.shape[0])
     t = _binary("t", t, y.shape[0])
     return float(abs(tau_hat[t].mean() - jobs_att(y, t, e)))
 
 
-def _randomized(tau_hat, y, t, e):
-    y = _vec("y", y)
+def randomized_units(tau_hat, y, t, e):
+    """``(tau_hat, y, t)`` of the randomized units (``e == 1``; all when ``e`` is None), checked."""
+    y = V.as_vector("y", y)
     n = y.shape[0]
-    tau_hat = _vec("tau_hat", tau_hat, n)
+    tau_hat = V.as_vector("tau_hat", tau_hat, n)
     t = _binary("t", t, n)
     keep = np.ones(n, dtype=bool) if e is None else _binary("e", e, n)
     if not (t & keep).any() or not (~t & keep).any():
@@ -203,7 +195,7 @@ def policy_value(tau_hat, y, t, e=None, threshold: float = 0.0) -> float:
     -------
     float
     """
-    tau_hat, y, t = _randomized(tau_hat, y, t, e)
+    tau_hat, y, t = randomized_units(tau_hat, y, t, e)
     return _value(tau_hat > threshold, y, t)
 
 
@@ -255,7 +247,7 @@ def policy_curve(tau_hat, y, t, e=None, n_points: int = 21) -> pd.DataFrame:
     """
     if int(n_points) < 2:
         raise ValueError("n_points must be at least 2")
-    tau_hat, y, t = _randomized(tau_hat, y, t, e)
+    tau_hat, y, t = randomized_units(tau_hat, y, t, e)
     m = tau_hat.shape[0]
     order = np.argsort(-tau_hat, kind="stable")  # largest effect first
     rows = []
@@ -296,7 +288,7 @@ def nn_ite(x, y, t, *, x_ref=None, y_ref=None, t_ref=None) -> np.ndarray:
     x = np.asarray(x, dtype=float)
     if x.ndim == 1:
         x = x[:, None]
-    y = _vec("y", y, x.shape[0])
+    y = V.as_vector("y", y, x.shape[0])
     t = _binary("t", t, x.shape[0])
     refs = (x_ref, y_ref, t_ref)
     if all(r is None for r in refs):
@@ -309,7 +301,7 @@ def nn_ite(x, y, t, *, x_ref=None, y_ref=None, t_ref=None) -> np.ndarray:
             xr = xr[:, None]
         if xr.shape[1] != x.shape[1]:
             raise ValueError(f"x_ref has {xr.shape[1]} columns, x has {x.shape[1]}")
-        yr = _vec("y_ref", y_ref, xr.shape[0])
+        yr = V.as_vector("y_ref", y_ref, xr.shape[0])
         tr = _binary("t_ref", t_ref, xr.shape[0])
     if not tr.any() or tr.all():
         raise ValueError("the reference units must contain both arms")
@@ -343,4 +335,4 @@ def nn_pehe(tau_hat, x, y, t, *, x_ref=None, y_ref=None, t_ref=None) -> float:
     float
     """
     proxy = nn_ite(x, y, t, x_ref=x_ref, y_ref=y_ref, t_ref=t_ref)
-    return sqrt_pehe(proxy, _vec("tau_hat", tau_hat, proxy.shape[0]))
+    return sqrt_pehe(proxy, V.as_vector("tau_hat", tau_hat, proxy.shape[0]))

@@ -21,9 +21,10 @@ close it with ``plt.close(fig)`` when done).
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
+
+from . import _validation as V
+from .fitted import standardize
 
 __all__ = [
     "plot_history",
@@ -104,9 +105,7 @@ def _check_history(est, member: int):
             f"{type(est).__name__} is not fitted (no history_): call fit(Y, T, X=...) first"
         )
     best = np.atleast_1d(np.asarray(best))
-    if isinstance(member, bool) or not isinstance(member, numbers.Integral) \
-            or not 0 <= member < len(best):
-        raise ValueError(f"member must be an integer in [0, {len(best)}); got {member!r}")
+    member = V.check_int("member", member, 0, len(best))
     h = history[history["member"] == member].sort_values("step")
     return h, int(best[member])
 
@@ -334,15 +333,14 @@ def _treated_mask(est, T, n: int) -> tuple[np.ndarray, list]:
     if t.ndim != 1 or t.shape[0] != n:
         raise ValueError(f"T must be one-dimensional with {n} entries (one per row of X); got "
                          f"shape {np.shape(T)}")
-    transformer = getattr(est, "transformer", None)
-    if transformer is not None and hasattr(transformer, "categories_"):
-        cats = list(transformer.categories_[0])
+    fitted = getattr(est, "fitted_", None)
+    if fitted is not None:
+        cats = fitted.encoding.categories
         unknown = sorted({v for v in t.tolist() if v not in cats}, key=str)
         if unknown:
             raise ValueError(f"T has values {unknown} the estimator did not see at fit "
                              f"(categories {cats})")
-        onehot = np.asarray(transformer.transform(t.reshape(-1, 1)))
-        return onehot[:, 0] > 0.5, cats[:2]
+        return fitted.encoding.arms(t) == 1, cats[:2]
     vals = np.unique(t)
     if len(vals) != 2:
         raise ValueError(f"T must have two arms; got values {vals.tolist()}")
@@ -386,9 +384,7 @@ def plot_representation(est, X, T, W=None, *, method: str = "tsne", random_state
     _pyplot()
     if method not in ("tsne", "pca"):
         raise ValueError(f"method={method!r} is invalid: choose 'tsne' or 'pca'")
-    if isinstance(max_points, bool) or not isinstance(max_points, numbers.Integral) \
-            or max_points < 2:
-        raise ValueError(f"max_points={max_points!r} is invalid: an integer >= 2")
+    V.check_int("max_points", max_points, 2)
     if not hasattr(est, "transform") or getattr(est, "history_", None) is None:
         raise ValueError(f"{type(est).__name__} is not fitted: call fit(Y, T, X=...) first")
     if X is None:
@@ -406,10 +402,8 @@ def plot_representation(est, X, T, W=None, *, method: str = "tsne", random_state
         raise ValueError("need at least 3 units to embed")
 
     phi = est.transform(Xs, Ws, member=member)  # validates X/W against the fit
-    raw = np.hstack([np.asarray(b, dtype=float).reshape(len(idx), -1)
-                     for b in (Xs, Ws) if b is not None])
-    sd = raw.std(0)
-    raw = (raw - raw.mean(0)) / np.where(sd > 0, sd, 1.0)
+    raw = standardize(np.hstack([np.asarray(b, dtype=float).reshape(len(idx), -1)
+                                 for b in (Xs, Ws) if b is not None]))
 
     fig, axs = _axes(axes, 2, figsize=(10, 4.6))
     axis_name = "t-SNE" if method == "tsne" else "PC"
@@ -438,12 +432,6 @@ def plot_representation(est, X, T, W=None, *, method: str = "tsne", random_state
 
 
 # ----------------------------------------------------------------------------- policy curve
-def _vector(name: str, a, n: int | None = None) -> np.ndarray:
-    from .metrics import _vec
-
-    return _vec(name, a, n)
-
-
 def _policy_curve(effect, y, t, e=None, n_points: int = 21):
     """(share treated, policy risk) of :func:`dowhy_cfr.metrics.policy_curve`."""
     from .metrics import policy_curve
@@ -495,8 +483,8 @@ def plot_policy_curve(effect=None, y=None, t=None, *, e=None, share_treated=None
     if precomputed:
         if share_treated is None or policy_risk is None:
             raise ValueError("share_treated and policy_risk must be given together")
-        s = _vector("share_treated", share_treated)
-        r = _vector("policy_risk", policy_risk, s.shape[0])
+        s = V.as_vector("share_treated", share_treated)
+        r = V.as_vector("policy_risk", policy_risk, s.shape[0])
         curves[label if label is not None else "policy"] = (s, r)
     elif effect is None:
         raise ValueError("give effect (with y and t) or share_treated and policy_risk")
@@ -514,9 +502,9 @@ def plot_policy_curve(effect=None, y=None, t=None, *, e=None, share_treated=None
     for name, (s, r) in curves.items():
         ax.plot(s, r, marker="o", markersize=3, label=name)
     if random_policy and y is not None and t is not None:
-        from .metrics import _randomized
+        from .metrics import randomized_units
 
-        _, yy, tt = _randomized(np.zeros(len(np.asarray(y))), y, t, e)
+        _, yy, tt = randomized_units(np.zeros(len(np.asarray(y))), y, t, e)
         m1, m0 = yy[tt].mean(), yy[~tt].mean()
         ax.plot([0.0, 1.0], [1.0 - m0, 1.0 - m1], color="0.5", linestyle="--",
                 label="random policy")
@@ -580,7 +568,7 @@ def plot_cate(est, X, *, alpha: float = 0.05, sort: bool = True, true_effect=Non
         raise ValueError(f"plot_cate needs one effect per unit (binary treatment, one outcome); "
                          f"effect(X) has shape {tau.shape}")
     tau = tau.reshape(n)
-    truth = None if true_effect is None else _vector("true_effect", true_effect, n)
+    truth = None if true_effect is None else V.as_vector("true_effect", true_effect, n)
     lo = hi = None
     if intervals is True and not _has_inference(est):
         raise ValueError("intervals=True needs an estimator fitted with inference, e.g. "

@@ -71,14 +71,8 @@ The estimate **passes** if the trained representation's Wasserstein imbalance is
 The first clause passes a representation whose remaining imbalance is what a random split of the
 same points gives (including data without confounding); the second passes a large reduction even
 when the sample is big enough for the test to detect a small remainder. The threshold is high
-because the reduction also contains a change of scale: a freshly initialised representation is
-spread over the unit sphere (nearly orthogonal rows, distances ~1.4) and training contracts it,
-which lowers the Wasserstein distance even without any balancing. Measured on IHDP realizations
-1-6 (``n_iter=1000``, other parameters default, 50 permutations): CFR reduced the Wasserstein
-imbalance by 87-96 % and passed on all six; TARNet reduced it by 66-85 %, and failed on
-realizations 2 and 5 (reduction 69 % / 79 %, p = 0.02 -- on realization 5 it also had the largest
-ATE error, 0.34, and PEHE, 0.90, of the twelve fits). On the confounded toy data of the tests,
-TARNet reduces it by 49-58 % with p <= 0.05 (fails) and CFR-Wass with ``alpha=5`` by 93-100 %.
+because training also contracts the representation, which lowers the Wasserstein distance even
+without any balancing; the measurements behind it are in ``docs/dowhy.md``.
 
 With ``n_permutations=0`` no test is run (p-values are NaN) and only the reduction clause applies;
 with fewer than ``1/significance_level - 1`` permutations the test cannot reject (a warning says
@@ -92,10 +86,7 @@ Large data: every IPM here costs O(n^2) memory and time (the Wasserstein O(n_t n
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-import types
 import warnings
 
 import numpy as np
@@ -104,9 +95,12 @@ import torch
 from dowhy.causal_estimators.econml import Econml
 from dowhy.causal_refuter import CausalRefutation, CausalRefuter
 
+from . import _validation as V
 from .core.ipm import IPM_NAMES, imbalance, pairwise_sq_dists
-from .dowhy_adapter import CFREstimator
+from .core.training import arm_imbalance
+from .dowhy_adapter import CFREstimator, register_alias
 from .estimator import CFR
+from .fitted import standardize
 
 __all__ = [
     "DEFAULT_IPMS",
@@ -273,7 +267,7 @@ def _fitted_inputs(estimate, data: pd.DataFrame):
             f"'backdoor.cfr' or 'backdoor.tarnet'); this estimate comes from {what}, which has "
             f"no learned representation"
         )
-    if not hasattr(cfr, "_net"):
+    if getattr(cfr, "fitted_", None) is None:
         raise ValueError("the estimate's CFR estimator is not fitted")
     tname = est_obj._target_estimand.treatment_variable[0]
     if tname not in data.columns:
@@ -281,30 +275,10 @@ def _fitted_inputs(estimate, data: pd.DataFrame):
     return cfr, X, W, tname
 
 
-def _arm_index(cfr, t_raw) -> np.ndarray:
-    """Arm of each unit as the estimator encodes it: 0 = control (first category), 1, 2, ..."""
-    try:
-        onehot = np.asarray(cfr.transformer.transform(np.asarray(t_raw).reshape(-1, 1)))
-    except ValueError as exc:
-        raise ValueError(f"the treatment has levels the estimator did not see at fit: {exc}") from exc
-    return (onehot @ np.arange(1, onehot.shape[1] + 1)).round().astype(np.int64)
-
-
 def _arm_ipm(z: torch.Tensor, arms: np.ndarray, n_arms: int, ipm: str, sigma: float, cfg) -> float:
-    """The training objective's imbalance (``core.training.arm_imbalance``): IPM(treated, control)
-    for two arms, else the mean over arms a >= 1 of IPM(arm a, control)."""
-    kw = dict(ipm=ipm, rbf_sigma=sigma, wass_lambda=cfg.wass_lambda,
-              wass_iterations=cfg.wass_iterations)
-    a_t = torch.as_tensor(arms)
-    if n_arms == 2:
-        return float(imbalance(z, a_t == 1, **kw))
-    vals = [float(imbalance(z, a_t == a, (a_t == a) | (a_t == 0), **kw)) for a in range(1, n_arms)]
-    return float(np.mean(vals))
-
-
-def _standardize(a: np.ndarray) -> np.ndarray:
-    sd = a.std(0)
-    return (a - a.mean(0)) / np.where(sd > 0, sd, 1.0)
+    """The training objective's imbalance over the arms (``core.training.arm_imbalance``)."""
+    kw = dict(cfg.ipm_kwargs(), ipm=ipm, rbf_sigma=sigma)
+    return float(arm_imbalance(z, torch.as_tensor(arms), n_arms, kw))
 
 
 def _median_distance(z: torch.Tensor) -> float:
@@ -314,12 +288,6 @@ def _median_distance(z: torch.Tensor) -> float:
     dist = torch.sqrt(d2[iu[0], iu[1]]).numpy()
     med = float(np.median(dist)) if dist.size else 0.0
     return med if med > 0 and math.isfinite(med) else 1.0
-
-
-def _check_int(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name}={value!r} is invalid: an integer >= {minimum}")
-    return int(value)
 
 
 # ----------------------------------------------------------------------------- computation
@@ -377,25 +345,26 @@ def representation_balance(
         raise ValueError(f"significance_level={significance_level!r} must be in (0, 1)")
     if not 0 <= min_reduction <= 1:
         raise ValueError(f"min_reduction={min_reduction!r} must be in [0, 1]")
-    n_permutations = _check_int("n_permutations", n_permutations, 0)
+    n_permutations = V.check_int("n_permutations", n_permutations, 0)
     if 0 < n_permutations and 1.0 / (n_permutations + 1) > significance_level:
         warnings.warn(
             f"with n_permutations={n_permutations} the smallest possible p-value is "
             f"{1 / (n_permutations + 1):.3g} > significance_level={significance_level:g}: the "
             f"test can never reject; use at least {math.ceil(1 / significance_level) - 1}",
             UserWarning, stacklevel=2)
-    max_units = _check_int("max_units", max_units, 4)
-    member = _check_int("member", member, 0)
+    max_units = V.check_int("max_units", max_units, 4)
+    member = V.check_int("member", member, 0)
     if not (rbf_sigma == "median" if isinstance(rbf_sigma, str)
             else isinstance(rbf_sigma, (int, float)) and rbf_sigma > 0):
         raise ValueError(f"rbf_sigma={rbf_sigma!r} is invalid: 'median' or a positive number")
 
     cfr, X, W, tname = _fitted_inputs(estimate, data)
-    n_models = cfr._net.n_models if hasattr(cfr._net, "n_models") else 1
+    fitted = cfr.fitted_
+    n_models = fitted.members.n_models
     if member >= n_models:
         raise ValueError(f"member={member} but the estimator has {n_models} ensemble member(s)")
-    arms_all = _arm_index(cfr, data[tname])
-    n_arms = int(getattr(cfr, "_n_arms", arms_all.max() + 1))
+    arms_all = fitted.encoding.arms(data[tname])
+    n_arms = fitted.encoding.n_arms
     rng = np.random.default_rng(random_state)
     n_all = len(arms_all)
     rows = np.arange(n_all)
@@ -415,11 +384,11 @@ def representation_balance(
 
     blocks = [np.asarray(b, dtype=float) for b in (X, W) if b is not None]
     spaces = {
-        "input_space": _standardize(np.hstack(blocks)),
+        "input_space": standardize(np.hstack(blocks)),
         "before_training": cfr.representation_at_init(X, W, member=member),
         "after_training": cfr.transform(X, W, member=member),
     }
-    cfg = cfr.config_
+    cfg = fitted.config
     sigmas = {}
     table = pd.DataFrame(index=pd.Index(ipms, name="ipm"), columns=list(_COLUMNS), dtype=float)
     nulls = {}
@@ -454,7 +423,7 @@ def representation_balance(
             f"initialisation")
     info = dict(
         n_units=int(len(arms)), n_treated=int((arms > 0).sum()), n_control=int(counts[0]),
-        arm_sizes={str(c): int(k) for c, k in zip(cfr.transformer.categories_[0], counts)},
+        arm_sizes={str(c): int(k) for c, k in zip(fitted.encoding.categories, counts)},
         n_permutations=n_permutations, member=member, random_state=random_state,
         estimator_name=type(cfr).__name__,
         training_ipm=cfg.ipm, alpha=float(cfr.alpha), subsampled=bool(n_all > max_units),
@@ -573,23 +542,9 @@ def register() -> bool:
     alias module with ``RepresentationBalance`` into :data:`sys.modules`. A real DoWhy module of
     that name is never shadowed (then False is returned).
     """
-    existing = sys.modules.get(_ALIAS)
-    if existing is not None:
-        if getattr(existing, "__dowhy_cfr_alias__", False):
-            existing.RepresentationBalance = RepresentationBalance
-            return True
-        return False
-    try:
-        if importlib.util.find_spec(_ALIAS) is not None:
-            return False
-    except (ImportError, ValueError):
-        pass
-    alias = types.ModuleType(_ALIAS, "Alias registered by dowhy_cfr for DoWhy's refuter lookup; "
-                                     "see dowhy_cfr.refuters.")
-    alias.__dowhy_cfr_alias__ = True
-    alias.RepresentationBalance = RepresentationBalance
-    sys.modules[_ALIAS] = alias
-    return True
+    return register_alias(_ALIAS, "RepresentationBalance", RepresentationBalance,
+                          "Alias registered by dowhy_cfr for DoWhy's refuter lookup; see "
+                          "dowhy_cfr.refuters.")
 
 
 register()

@@ -38,7 +38,10 @@ import numpy as np
 import pandas as pd
 import torch
 
+from . import _validation as V
 from .core import CFRConfig, TrainingDivergedError, predict, train_cfr
+from .fitted import Preprocessing, plain
+from .fitting import CONFIG_FIELDS, draw_seeds
 from .metrics import nn_pehe, policy_risk
 
 __all__ = ["PAPER_SPACE", "DEFAULT_SPACE", "SearchResult", "random_search"]
@@ -190,10 +193,71 @@ def random_search(
     """
     from .estimator import CFR
 
-    if int(n_candidates) < 1:
-        raise ValueError("n_candidates must be at least 1")
-    if int(per_architecture) < 1:
-        raise ValueError("per_architecture must be at least 1")
+    V.check_int("n_candidates", n_candidates, 1)
+    V.check_int("per_architecture", per_architecture, 1)
+    x, y, t, train, val, e_val = _search_data(Y, T, X, train, val, e)
+    binary = bool(np.isin(y, (0.0, 1.0)).all()) and np.unique(y).size == 2
+    if metric == "auto":
+        metric = "policy_risk" if binary else "nn_pehe"
+    if metric not in ("nn_pehe", "policy_risk"):
+        raise ValueError(f"metric={metric!r} is invalid: choose 'auto', 'nn_pehe' or "
+                         f"'policy_risk'")
+    fixed = dict(fixed or {})
+    space = dict(DEFAULT_SPACE if space is None else space)
+    base_params = CFR(**fixed).get_params()
+    unknown = [k for k in space if k not in CONFIG_FIELDS]
+    if unknown:
+        raise ValueError(f"cannot search {unknown}: searchable are {sorted(CONFIG_FIELDS)}")
+    space = {k: list(v) for k, v in space.items() if k not in fixed}
+    rng = np.random.default_rng(random_state)
+    groups = _sample(space, rng, int(n_candidates), int(per_architecture))
+
+    # preprocessing with the statistics of train + val only (as the estimator would)
+    loss = "logloss" if binary else "mse"
+    pre = Preprocessing.from_moments(loss, x.mean(0), x.std(0), [y.mean()], [y.std()])
+    data = (pre.x_tensor(x), torch.as_tensor(t, dtype=torch.long),
+            torch.as_tensor(pre.y(y)[0], dtype=torch.float32))
+    positions = (np.arange(train.size), np.arange(train.size, x.shape[0]))
+    base = {f: base_params[f] for f in CONFIG_FIELDS if f in base_params}
+    rows, sampled = [], []  # per candidate: result row, sampled hyper-parameters
+    for g, (arch, members) in enumerate(_progress(groups, progress)):
+        params = {**base, **arch, "batch_size": int(min({**base, **arch}["batch_size"],
+                                                          train.size))}
+        config = CFRConfig(loss=loss, **params).validate()
+        alphas = [m.get("alpha", config.alpha) for m in members]
+        taus, best = _train_group(data, positions, pre, config, members, rng)
+        for j, m in enumerate(members):
+            sampled.append({**arch, **m})
+            row = {"candidate": len(rows), "group": g, **arch, **m}
+            if "alpha" not in m:
+                row["alpha"] = alphas[j]
+            if taus is None or not np.isfinite(taus[j]).all():
+                row.update(score=np.inf, best_step=-1)
+            else:
+                row.update(score=_score(metric, taus[j], x, y, t, positions[1], e_val),
+                           best_step=int(best[j]))
+            rows.append(row)
+
+    results = pd.DataFrame(rows).sort_values("score", kind="stable").reset_index(drop=True)
+    best = results.iloc[0]
+    if not np.isfinite(best["score"]):
+        raise TrainingDivergedError("every candidate diverged; narrow the search space")
+    best_params = {k: plain(v) for k, v in sampled[int(best["candidate"])].items()}
+    if "batch_size" in best_params:
+        best_params["batch_size"] = int(min(best_params["batch_size"], train.size))
+    estimator = None
+    if refit:
+        kw = {**fixed, **best_params}
+        kw.setdefault("random_state", random_state)
+        estimator = CFR(**kw).fit(y, t, X=x)
+    return SearchResult(results=results, best_params=best_params,
+                        best_score=float(best["score"]), metric=metric,
+                        best_estimator=estimator, fixed=fixed)
+
+
+def _search_data(Y, T, X, train, val, e):
+    """The rows of the training + validation units (training first) and the validation units'
+    randomized-trial indicator; no other row of ``X``, ``Y``, ``T`` or ``e`` is read."""
     x_all = np.asarray(X, dtype=float)
     if x_all.ndim != 2:
         raise ValueError(f"X must be 2-D; got shape {x_all.shape}")
@@ -203,7 +267,6 @@ def random_search(
     if np.intersect1d(train, val).size:
         raise ValueError("train and val must be disjoint")
     units = np.concatenate([train, val])
-    # Only the rows of the training and validation units are read from here on.
     x = x_all[units]
     y = np.asarray(Y, dtype=float).reshape(-1)
     t = np.asarray(T, dtype=float).reshape(-1)
@@ -215,100 +278,39 @@ def random_search(
     if not np.isin(t, (0.0, 1.0)).all():
         raise ValueError("T must be 0/1")
     e_val = None if e is None else np.asarray(e, dtype=float).reshape(-1)[val]
-    binary = bool(np.isin(y, (0.0, 1.0)).all()) and np.unique(y).size == 2
-    if metric == "auto":
-        metric = "policy_risk" if binary else "nn_pehe"
-    if metric not in ("nn_pehe", "policy_risk"):
-        raise ValueError(f"metric={metric!r} is invalid: choose 'auto', 'nn_pehe' or "
-                         f"'policy_risk'")
-    loss = "logloss" if binary else "mse"
+    return x, y, t, train, val, e_val
 
-    fixed = dict(fixed or {})
-    space = dict(DEFAULT_SPACE if space is None else space)
-    base_params = CFR(**fixed).get_params()
-    config_fields = set(CFRConfig.__dataclass_fields__) - {"loss", "max_eval_units"}
-    unknown = [k for k in space if k not in config_fields]
-    if unknown:
-        raise ValueError(f"cannot search {unknown}: searchable are {sorted(config_fields)}")
-    space = {k: list(v) for k, v in space.items() if k not in fixed}
-    rng = np.random.default_rng(random_state)
-    groups = _sample(space, rng, int(n_candidates), int(per_architecture))
 
-    # preprocessing with the statistics of train + val only (as the estimator would)
-    n_tr = train.size
-    x_mean, x_sd = x.mean(0), x.std(0)
-    x_std = (x - x_mean) / np.where(x_sd > 0, x_sd, 1.0)
-    y_mean, y_sd = (y.mean(), y.std() or 1.0) if loss == "mse" else (0.0, 1.0)
-    y_fit = (y - y_mean) / y_sd
-    x_t = torch.as_tensor(x_std, dtype=torch.float32)
-    t_t = torch.as_tensor(t, dtype=torch.long)
-    y_t = torch.as_tensor(y_fit, dtype=torch.float32)
-    tr_pos = np.arange(n_tr)
-    va_pos = np.arange(n_tr, units.size)
+def _progress(groups, progress: bool):
+    if not progress:
+        return groups
+    from tqdm.auto import tqdm
 
-    rows = []
-    sampled = []  # the sampled hyper-parameters of each candidate, by candidate number
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    return tqdm(groups, desc="random search", leave=False)
 
-        bar = tqdm(total=len(groups), desc="random search", leave=False)
+
+def _train_group(data, positions, pre, config, members, rng):
+    """Train one architecture's candidates in one stacked pass (per-model alpha and weight
+    decay); their effects on the validation units (K, n_val) and best steps, or (None, None)
+    when the training diverged."""
+    k = len(members)
+    x_t, t_t, y_t = data
+    tr_pos, va_pos = positions
+    seeds = draw_seeds(rng, k)
     try:
-        for g, (arch, members) in enumerate(groups):
-            k = len(members)
-            params = {f: base_params[f] for f in config_fields}
-            params.update(arch)
-            params["batch_size"] = int(min(params["batch_size"], n_tr))
-            config = CFRConfig(loss=loss, **params).validate()
-            alphas = [m.get("alpha", config.alpha) for m in members]
-            wds = [m.get("weight_decay", config.weight_decay) for m in members]
-            seeds = [int(s) for s in rng.integers(0, 2**31 - 1, size=k)]
-            try:
-                res = train_cfr(
-                    x_t, t_t, y_t,
-                    train_idx=torch.as_tensor(np.tile(tr_pos, (k, 1))),
-                    val_idx=torch.as_tensor(np.tile(va_pos, (k, 1))),
-                    config=config, seeds=seeds, alpha=alphas, weight_decay=wds,
-                )
-            except TrainingDivergedError:
-                res = None
-            if res is not None:
-                out = predict(res.net, x_t[va_pos]).double().numpy()  # (K, 2, n_val)
-                if loss == "logloss":
-                    out = 1.0 / (1.0 + np.exp(-out))
-                taus = (out[:, 1] - out[:, 0]) * y_sd
-            for j, m in enumerate(members):
-                sampled.append({**arch, **m})
-                row = {"candidate": len(rows), "group": g, **arch, **m}
-                if "alpha" not in m:
-                    row["alpha"] = alphas[j]
-                if res is None or not np.isfinite(taus[j]).all():
-                    row.update(score=np.inf, best_step=-1)
-                else:
-                    row.update(score=_score(metric, taus[j], x, y, t, va_pos, e_val),
-                               best_step=int(res.best_step[j]))
-                rows.append(row)
-            if bar is not None:
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
-
-    results = pd.DataFrame(rows).sort_values("score", kind="stable").reset_index(drop=True)
-    best = results.iloc[0]
-    if not np.isfinite(best["score"]):
-        raise TrainingDivergedError("every candidate diverged; narrow the search space")
-    best_params = {k: _py(v) for k, v in sampled[int(best["candidate"])].items()}
-    if "batch_size" in best_params:
-        best_params["batch_size"] = int(min(best_params["batch_size"], n_tr))
-    estimator = None
-    if refit:
-        kw = {**fixed, **best_params}
-        kw.setdefault("random_state", random_state)
-        estimator = CFR(**kw).fit(y, t, X=x)
-    return SearchResult(results=results, best_params=best_params,
-                        best_score=float(best["score"]), metric=metric,
-                        best_estimator=estimator, fixed=fixed)
+        res = train_cfr(
+            x_t, t_t, y_t,
+            train_idx=torch.as_tensor(np.tile(tr_pos, (k, 1))),
+            val_idx=torch.as_tensor(np.tile(va_pos, (k, 1))),
+            config=config, seeds=seeds,
+            alpha=[m.get("alpha", config.alpha) for m in members],
+            weight_decay=[m.get("weight_decay", config.weight_decay) for m in members],
+        )
+    except TrainingDivergedError:
+        return None, None
+    out = predict(res.net, x_t[va_pos]).double().numpy()  # (K, 2, n_val)
+    mu = pre.outputs(out)
+    return mu[:, 1] - mu[:, 0], res.best_step
 
 
 def _score(metric, tau, x, y, t, va_pos, e_val) -> float:
@@ -316,8 +318,3 @@ def _score(metric, tau, x, y, t, va_pos, e_val) -> float:
         # supplement C.1: neighbours (raw covariates) among the training + validation units
         return nn_pehe(tau, x[va_pos], y[va_pos], t[va_pos], x_ref=x, y_ref=y, t_ref=t)
     return policy_risk(tau, y[va_pos], t[va_pos], e_val)
-
-
-def _py(v):
-    """numpy scalar -> Python scalar (for a clean ``best_params`` dict)."""
-    return v.item() if isinstance(v, np.generic) else v

@@ -19,11 +19,11 @@ from typing import Callable, Iterable
 
 import numpy as np
 import torch
-from econml.utilities import one_hot_encoder
-from sklearn.utils import check_random_state
 
 from . import _validation as V
+from . import fitting
 from .core import train_cfr
+from .fitted import Columns, FittedCFR, FittedMembers, Preprocessing, TreatmentEncoding
 
 
 __all__ = ["fit_chunks", "parquet_chunks"]
@@ -65,9 +65,8 @@ def parquet_chunks(paths, *, y: str, t: str, x=None, batch_rows: int | None = No
         else [fspath(p) for p in paths]
     if not files:
         raise ValueError("paths is empty: give at least one Parquet file")
-    if batch_rows is not None and (isinstance(batch_rows, bool) or not isinstance(
-            batch_rows, (int, np.integer)) or batch_rows < 1):
-        raise ValueError(f"batch_rows={batch_rows!r} is invalid: use a positive integer or None")
+    if batch_rows is not None:
+        V.check_int("batch_rows", batch_rows, 1)
     names = pq.ParquetFile(files[0]).schema_arrow.names
     missing = [c for c in [y, t] + list(x or []) if c not in names]
     if missing:
@@ -141,18 +140,11 @@ class _Moments:
         return np.sqrt(self.m2 / self.n)
 
 
-def fit_chunks(est, chunks, validation, *, on_chunk: Callable | None = None):
-    """See :meth:`dowhy_cfr.CFR.fit_chunks`."""
-    if validation is None or len(validation) != 3:
-        raise ValueError("validation=(Y_val, T_val, X_val) is required: held-out data for early "
-                         "stopping (it must fit in memory)")
-    if est._check_n_ensemble() < 1:  # pragma: no cover - validated inside
-        raise ValueError("n_ensemble must be positive")
-    # pass 1: statistics
+def _statistics(chunks):
+    """Pass 1 over the chunks: covariate and outcome moments, labels, 0/1 outcome, width."""
     xm, ym = _Moments(), _Moments()
     labels: list = []
-    n_chunks, d = 0, None
-    binary = True
+    d, binary = None, True
     for i, chunk in enumerate(_iterate(chunks)):
         y, t, x = _chunk_arrays(chunk, i)
         if d is None:
@@ -165,80 +157,99 @@ def fit_chunks(est, chunks, validation, *, on_chunk: Callable | None = None):
         for v in np.unique(t.astype(str) if t.dtype == object else t):
             if v not in labels:
                 labels.append(v)
-        n_chunks += 1
-    if n_chunks == 0:
+    if d is None:
         raise ValueError("chunks is empty: no training data")
+    return xm, ym, labels, binary, d
+
+
+def fit_chunks(est, chunks, validation, *, on_chunk: Callable | None = None):
+    """The fitted state of ``est.fit_chunks(chunks, validation=validation)`` (see
+    :meth:`dowhy_cfr.CFR.fit_chunks`)."""
+    if validation is None or len(validation) != 3:
+        raise ValueError("validation=(Y_val, T_val, X_val) is required: held-out data for early "
+                         "stopping (it must fit in memory)")
+    k = fitting.check_n_ensemble(est)
+    xm, ym, labels, binary, d = _statistics(chunks)
     y_val, t_val, x_val = _chunk_arrays(validation, "validation")
     if x_val.shape[1] != d:
         raise ValueError(f"validation X has {x_val.shape[1]} covariates, training chunks {d}")
-
-    setup(est, labels=labels, d=d, validation=validation)
-
-    def arms_of(t):
-        return arm_index(est, t)
-
-    counts = np.zeros(est._n_arms)
+    encoding = encoding_of_labels(est, labels)
+    counts = np.zeros(encoding.n_arms)
     for i, chunk in enumerate(_iterate(chunks)):
-        counts += np.bincount(arms_of(_chunk_arrays(chunk, i)[1]), minlength=est._n_arms)
+        counts += np.bincount(encoding.arms(_chunk_arrays(chunk, i)[1]), minlength=encoding.n_arms)
     if (counts == 0).any():
-        cats = list(est.transformer.categories_[0])
-        raise ValueError(f"treatment categories {[c for c, n in zip(cats, counts) if n == 0]} "
+        raise ValueError(f"treatment categories {[c for c, n in zip(encoding.categories, counts) if n == 0]} "
                          f"have no training units")
-
-    seeds = preprocessing(est, binary=binary, x_mean=xm.mean, x_std=xm.std,
-                          y_mean=float(ym.mean[0]), y_std=float(ym.std[0]))
-    config = est.config_
-    stream = batch_stream(est, chunks, config.batch_size, np.random.default_rng(seeds[0]),
-                          on_chunk)
-    shares = torch.as_tensor(np.tile(counts / counts.sum(), (len(seeds), 1)))
-    n_val = len(y_val)
-    val_idx = np.stack([np.random.default_rng(s).permutation(n_val) for s in seeds])
-    from .estimator import _resolve_device
-
-    est._device = _resolve_device(est.device)
-    return train_from_stream(est, stream, validation=(y_val, arms_of(t_val), x_val),
-                             val_idx=val_idx, seeds=seeds, arm_shares=shares,
-                             progress=est._show_progress())
+    pre, config, seeds = preprocessing(est, binary=binary, x_mean=xm.mean, x_std=xm.std,
+                                       y_mean=np.full(k, ym.mean[0]), y_std=np.full(k, ym.std[0]))
+    stream = batch_stream(encoding, pre, chunks, config.batch_size,
+                          np.random.default_rng(seeds[0]), on_chunk)
+    shares = torch.as_tensor(np.tile(counts / counts.sum(), (k, 1)))
+    val_idx = np.stack([np.random.default_rng(s).permutation(len(y_val)) for s in seeds])
+    fitted = train_from_stream(
+        est, stream, config=config, encoding=encoding, preprocessing=pre,
+        columns=Columns(d, 0, V.column_names(validation[2])),
+        validation=(y_val, encoding.arms(t_val), x_val), val_idx=val_idx, seeds=seeds,
+        arm_shares=shares, progress=fitting.show_progress(est.verbose))
+    return fitted
 
 
-def train_from_stream(est, stream, *, validation, val_idx, seeds, arm_shares, progress,
-                      **hooks):
-    """Train ``est`` (preprocessing already set) on mini-batches drawn from ``stream``, early
-    stopping on ``validation = (y, arms, x)`` (raw scale; arms as indices); ``hooks`` go to
-    :func:`~dowhy_cfr.core.train_cfr` (``model_wrapper``, ``gather_ipm``). Shared by
-    :func:`fit_chunks` and :func:`dowhy_cfr.distributed.fit_distributed`."""
+def encoding_of_labels(est, labels) -> TreatmentEncoding:
+    """The treatment encoding of the labels seen in the data, under ``est.categories``."""
+    auto = isinstance(est.categories, str) and est.categories == "auto"
+    return TreatmentEncoding.of_categories(sorted(labels) if auto else list(est.categories))
+
+
+def preprocessing(est, *, binary, x_mean, x_std, y_mean, y_std):
+    """Loss, standardisation, configuration and seeds from (global) statistics of the data."""
+    loss = fitting.resolve_loss(est.loss, binary=binary)
+    pre = Preprocessing.from_moments(loss, x_mean, x_std, y_mean, y_std)
+    seeds = fitting.draw_seeds(est.random_state, len(pre.y_mean))
+    return pre, fitting.config_from(est, loss), seeds
+
+
+def train_from_stream(est, stream, *, config, encoding, preprocessing, columns, validation,
+                      val_idx, seeds, arm_shares, progress, **hooks) -> FittedCFR:
+    """Train on mini-batches drawn from ``stream``, early stopping on ``validation = (y, arms,
+    x)`` (raw scale; arms as indices); ``hooks`` go to :func:`~dowhy_cfr.core.train_cfr`
+    (``model_wrapper``, ``gather_ipm``). Shared by :func:`fit_chunks` and
+    :func:`dowhy_cfr.distributed.fit_distributed`."""
     y_val, arms_val, x_val = validation
+    pre = preprocessing
+    device = fitting.resolve_device(est.device)
     result = train_cfr(
-        torch.as_tensor(est._standardize(x_val), dtype=torch.float32),
+        pre.x_tensor(x_val),
         torch.as_tensor(arms_val),
-        torch.as_tensor((y_val - est._y_mean[0]) / est._y_scale[0], dtype=torch.float32),
+        torch.as_tensor(pre.y(y_val)[0], dtype=torch.float32),
         train_idx=None,
         val_idx=torch.as_tensor(val_idx),
-        config=est.config_,
+        config=config,
         seeds=seeds,
-        n_arms=est._n_arms,
+        n_arms=encoding.n_arms,
         batch_source=lambda: next(stream),
         arm_shares=arm_shares,
-        device=est._device,
+        device=device,
         progress=progress,
         **hooks,
     )
-    return finish(est, result, seeds, x_val)
+    fitted = FittedCFR(config, encoding, columns, pre, FittedMembers.from_result(result, seeds),
+                       device=device)
+    return fitted.summarise(x_val)  # X=None effects average over the validation units
 
 
-def batch_stream(est, chunks, batch: int, gen: np.random.Generator, on_chunk=None):
+def batch_stream(encoding, pre, chunks, batch: int, gen: np.random.Generator, on_chunk=None):
     """Endless standardised mini-batches ``(x, t, y)``: chunk by chunk, shuffled within each
     chunk, every arm present (a batch missing an arm gets a random unit of it from the chunk).
     Chunks without every arm, or smaller than a batch, are skipped."""
     while True:
         for i, chunk in enumerate(_iterate(chunks)):
             y, t, x = _chunk_arrays(chunk, i)
-            a = arm_index(est, t)
-            by_arm = [np.flatnonzero(a == j) for j in range(est._n_arms)]
+            a = encoding.arms(t)
+            by_arm = [np.flatnonzero(a == j) for j in range(encoding.n_arms)]
             if any(len(ix) == 0 for ix in by_arm) or len(a) < batch:
                 continue
-            xs = torch.as_tensor(est._standardize(x), dtype=torch.float32)
-            ys = torch.as_tensor((y - est._y_mean[0]) / est._y_scale[0], dtype=torch.float32)
+            xs = pre.x_tensor(x)
+            ys = torch.as_tensor(pre.y(y)[0], dtype=torch.float32)
             at = torch.as_tensor(a)
             order = gen.permutation(len(a))
             for start in range(0, len(a) - batch + 1, batch):
@@ -249,64 +260,3 @@ def batch_stream(est, chunks, batch: int, gen: np.random.Generator, on_chunk=Non
                 yield xs[rows], at[rows], ys[rows]
             if on_chunk is not None:
                 on_chunk(i)
-
-
-def arm_index(est, t) -> np.ndarray:
-    """Arm index (0 = control) of treatment labels ``t`` under the fitted categories."""
-    onehot = est.transformer.transform(np.asarray(t).reshape(-1, 1))
-    return (onehot @ np.arange(1, onehot.shape[1] + 1)).round().astype(np.int64)
-
-
-def setup(est, *, labels, d, validation):
-    """Treatment encoding and EconML's shape bookkeeping for a fit outside ``CFR.fit``."""
-    categories = est.categories
-    cats = sorted(labels) if categories == "auto" else list(categories)
-    est.transformer = one_hot_encoder(categories=[np.asarray(cats, dtype=object if any(
-        isinstance(c, str) for c in cats) else None)], drop="first")
-    est.transformer.fit(np.asarray(cats).reshape(-1, 1))
-    est._n_arms = len(cats)
-    est._d_t = (est._n_arms - 1,)
-    est._d_t_in = ()
-    est._d_y = ()
-    est._x_columns = V.column_names(validation[2])
-    est._w_columns = None
-    est._n_x, est._n_w = d, 0
-    est.n_features_in_ = d
-    est._set_input_names(validation[0], validation[1], validation[2])
-
-
-def preprocessing(est, *, binary, x_mean, x_std, y_mean, y_std):
-    """Loss, configuration and standardisation from (global) statistics; returns the seeds."""
-    loss = "logloss" if (est.loss == "logloss" or (est.loss == "auto" and binary)) else "mse"
-    if est.loss == "logloss" and not binary:
-        raise ValueError("loss='logloss' needs a binary outcome with values 0 and 1")
-    config = est._config(loss)
-    est.config_, est.loss_ = config, loss
-    est._x_mean = x_mean
-    est._x_scale = np.where(x_std > 0, x_std, 1.0)
-    k = est._check_n_ensemble()
-    if loss == "mse":
-        sd = y_std
-        est._y_mean = np.full(k, y_mean)
-        est._y_scale = np.full(k, sd if sd > 0 else 1.0)
-    else:
-        est._y_mean, est._y_scale = np.zeros(k), np.ones(k)
-
-    rng = check_random_state(est.random_state)
-    seeds = [int(s) for s in rng.randint(0, 2**31 - 1, size=k)]
-    return seeds
-
-
-def finish(est, result, seeds, x_val):
-    """Fitted attributes from a training result; average effect over the validation units."""
-    est._net = result.net
-    est.training_result_ = result
-    est.best_iteration_ = result.best_step.copy()
-    est.n_iter_ = int(result.n_steps)
-    est.history_ = est._history_frame(result.history)
-    est.seeds_ = seeds
-    tau_val = est._tau_standardized_input(est._standardize(x_val))
-    est._tau_fit_mean = tau_val.mean(0)  # average effect over the validation units
-    est.model_final_ = None
-    est._inference = None
-    return est

@@ -1,32 +1,7 @@
-import numpy as np
 import pytest
 import torch
 
-# Tiny networks and few steps: tests check behaviour, benchmarks check accuracy and speed.
-TINY = dict(
-    n_rep_layers=2,
-    rep_dim=16,
-    n_head_layers=1,
-    head_dim=16,
-    n_iter=60,
-    eval_every=20,
-    batch_size=32,
-    verbose=0,
-    random_state=0,
-)
-
-
-def make_confounded(n=400, d=5, seed=0, effect_scale=1.0):
-    """Confounded design with known tau(x) = effect_scale * (1 + x1): treatment depends on x0,
-    the outcome on x0 and x2 (x0 is a confounder, x1 an effect modifier)."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d))
-    p = 1.0 / (1.0 + np.exp(-1.5 * X[:, 0]))
-    T = rng.binomial(1, p)
-    tau = effect_scale * (1.0 + X[:, 1])
-    mu0 = 2.0 * X[:, 0] + X[:, 2]
-    Y = mu0 + T * tau + rng.normal(scale=0.5, size=n)
-    return X, T, Y, tau
+from helpers import TINY, make_confounded
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from dowhy_cfr import CFR
-from conftest import make_confounded
+from helpers import make_confounded
 
 PARAMS = dict(n_rep_layers=2, rep_dim=32, n_head_layers=1, head_dim=32, n_iter=300,
               eval_every=50, batch_size=50, verbose=0, random_state=0)
@@ -35,7 +35,7 @@ def _worker(rank, world, port, out_dir, ipm_batch):
         est = fit_distributed(CFR(**PARAMS), Y[shard], T[shard], X[shard],
                               validation=(Yv, Tv, Xv), ipm_batch=ipm_batch)
         np.save(os.path.join(out_dir, f"effect_{rank}.npy"), est.effect(X))
-        np.save(os.path.join(out_dir, f"xmean_{rank}.npy"), est._x_mean)
+        np.save(os.path.join(out_dir, f"xmean_{rank}.npy"), est.fitted_.preprocessing.x_mean)
     finally:
         dist.destroy_process_group()
 

@@ -298,8 +298,8 @@ def test_registration_is_idempotent_and_does_not_shadow():
     assert get_class_object("cfr_estimator") is CFREstimator
     assert get_class_object("tarnet_estimator") is TARNetEstimator
     # a name DoWhy really ships is left alone
-    assert dowhy_adapter._register_alias("dowhy.causal_estimators.linear_regression_estimator",
-                                         "LinearRegressionEstimator", CFREstimator) is False
+    assert dowhy_adapter.register_alias("dowhy.causal_estimators.linear_regression_estimator",
+                                        "LinearRegressionEstimator", CFREstimator, "") is False
     from dowhy.causal_estimators.linear_regression_estimator import LinearRegressionEstimator
 
     assert get_class_object("linear_regression_estimator") is LinearRegressionEstimator

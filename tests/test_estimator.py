@@ -10,7 +10,7 @@ from sklearn.base import clone
 from sklearn.linear_model import LinearRegression
 
 from dowhy_cfr import CFR, TARNet
-from conftest import TINY, make_confounded
+from helpers import TINY, make_confounded
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +155,8 @@ def test_ensemble_averages_members():
     X, T, Y, _ = make_confounded(n=200)
     est = CFR(n_ensemble=3, **TINY).fit(Y, T, X=X)
     assert est.history_["member"].nunique() == 3 and len(est.best_iteration_) == 3
-    outs = est._outputs(est._features(X[:4], None))  # (K, arms, n)
+    fitted = est.fitted_
+    outs = fitted.outputs(fitted.features(X[:4]))  # (K, arms, n)
     np.testing.assert_allclose(est.effect(X[:4]), (outs[:, 1] - outs[:, 0]).mean(0))
     assert not np.allclose(outs[0], outs[1])
 
@@ -203,8 +204,54 @@ def test_fit_stacked_equals_separate_fits():
     np.testing.assert_allclose(members[0].history_["val_loss"], single.history_["val_loss"],
                                rtol=1e-4)
     # each member keeps its own outcome scale: dataset 1 is an affine copy of dataset 0
-    assert members[1]._y_scale[0] == pytest.approx(3 * members[0]._y_scale[0])
+    assert members[1].fitted_.preprocessing.y_scale[0] == pytest.approx(
+        3 * members[0].fitted_.preprocessing.y_scale[0])
     assert abs(members[1].ate(X)) > 2 * abs(members[0].ate(X))
     for m in members:
         assert m.history_["member"].eq(0).all() and len(m.best_iteration_) == 1
         assert m.effect(X[:3]).shape == (3,)
+
+
+def test_estimator_defaults_are_cfrconfig_defaults():
+    """CFRConfig is the one place of the training/network defaults: every parameter CFR shares
+    with it defaults to CFRConfig's value (TARNet too, except alpha, which it does not have)."""
+    import dataclasses
+    import inspect
+
+    from dowhy_cfr.core import CFRConfig
+
+    config = CFRConfig()
+    fields = {f.name for f in dataclasses.fields(CFRConfig)}
+    for cls in (CFR, TARNet):
+        params = inspect.signature(cls.__init__).parameters
+        # loss: the estimator's "auto" picks CFRConfig's "mse" or "logloss" from the data
+        shared = (fields & set(params)) - {"loss"}
+        assert len(shared) >= 20, sorted(shared)
+        for name in shared:
+            assert params[name].default == getattr(config, name), name
+        assert cls().get_params()["n_iter"] == config.n_iter  # sklearn sees the same defaults
+    assert CFR().alpha == config.alpha == 0.05
+    assert CFR().relative_patience == config.relative_patience
+
+
+def test_an_ensemble_member_that_diverges_is_dropped_with_a_warning(data, monkeypatch):
+    """One member of five fails before any checkpoint: the others make the ensemble (the whole
+    fit used to abort); with a single network the error is clear."""
+    import dowhy_cfr.fitting
+    from dowhy_cfr.core import TrainingDivergedError, train_cfr
+
+    X, T, Y, _ = data
+
+    def second_member_blows_up(*args, seeds, config, **kwargs):
+        wd = [config.weight_decay] * len(seeds)
+        if len(seeds) > 1:
+            wd[1] = 1e39
+        return train_cfr(*args, seeds=seeds, config=config, weight_decay=wd, **kwargs)
+
+    monkeypatch.setattr(dowhy_cfr.fitting, "train_cfr", second_member_blows_up)
+    with pytest.warns(RuntimeWarning, match=r"member\(s\) \[1\] of 5 diverged"):
+        est = CFR(**{**TINY, "n_ensemble": 5}).fit(Y, T, X=X)
+    assert len(est.seeds_) == 4 and len(est.best_iteration_) == 4
+    assert np.isfinite(est.effect(X[:5])).all()
+    with pytest.raises(TrainingDivergedError, match="non-finite"):
+        CFR(**{**TINY, "weight_decay": 1e39}).fit(Y, T, X=X)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from dowhy_cfr import CFR, CFRBootstrapInference
-from conftest import TINY, make_confounded
+from helpers import TINY, make_confounded
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -16,7 +16,7 @@ def test_cuda_fit_matches_cpu_closely():
     gpu = CFR(device="cuda", n_ensemble=2, **TINY).fit(Y, T, X=X,
                                                        inference=CFRBootstrapInference(3))
     cpu = CFR(device="cpu", n_ensemble=2, **TINY).fit(Y, T, X=X)
-    assert gpu._net.rep_weights[0].is_cuda
+    assert gpu.fitted_.members.net.rep_weights[0].is_cuda
     np.testing.assert_allclose(gpu.effect(X), cpu.effect(X), atol=5e-3)
     lo, hi = gpu.effect_interval(X[:5])
     assert np.all(lo <= hi)
@@ -34,4 +34,4 @@ def test_auto_device_falls_back_to_cpu():
     X, T, Y, _ = make_confounded(n=100)
     est = CFR(device="auto", **TINY).fit(Y, T, X=X)
     expected = "cuda" if torch.cuda.is_available() else "cpu"
-    assert est._net.rep_weights[0].device.type == expected
+    assert est.fitted_.members.net.rep_weights[0].device.type == expected

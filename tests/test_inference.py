@@ -5,7 +5,7 @@ import pytest
 from econml.inference import BootstrapInference
 
 from dowhy_cfr import CFR, CFRBootstrapInference, TARNet
-from conftest import TINY, make_confounded
+from helpers import TINY, make_confounded
 
 FAST = {**TINY, "n_iter": 40}
 
@@ -77,7 +77,7 @@ def test_seeded_bootstrap_is_reproducible():
 def test_ensemble_replicas_and_generic_bootstrap_still_work():
     X, T, Y, _ = make_confounded(n=150)
     est = CFR(n_ensemble=2, **FAST).fit(Y, T, X=X, inference=CFRBootstrapInference(3))
-    assert all(r._net.n_models == 2 for r in est._inference._est._instances)
+    assert all(r.fitted_.members.n_models == 2 for r in est._inference._est._instances)
     generic = CFR(**FAST).fit(Y, T, X=X,
                               inference=BootstrapInference(n_bootstrap_samples=3, n_jobs=1))
     lo, hi = generic.effect_interval(X[:3])
@@ -91,22 +91,16 @@ def test_invalid_arguments():
         CFRBootstrapInference(10, bootstrap_type="studentized")
 
 
-def test_bootstrap_validation_units_never_in_training(monkeypatch):
+def test_bootstrap_validation_units_never_in_training():
     """Each replica splits the units first, then resamples each side within arms: no unit has
     copies on both sides, and each side keeps the estimator's per-arm split sizes."""
     X, T, Y, _ = make_confounded(n=160)
-    seen = {}
-    original = CFR._train
-
-    def spy(self, xw, arms, y, seeds, rows=None, split=None):
-        seen.setdefault("splits", []).append(split)
-        return original(self, xw, arms, y, seeds, rows=rows, split=split)
-
-    monkeypatch.setattr(CFR, "_train", spy)
-    CFR(**FAST).fit(Y, T, X=X, inference=CFRBootstrapInference(6, random_state=3))
-    plain, boot_split = seen["splits"]
-    assert plain is None  # the estimator's own fit splits as usual
-    train, val = boot_split
+    est = CFR(**FAST).fit(Y, T, X=X, inference=CFRBootstrapInference(6, random_state=3))
+    own = est.fitted_.members  # the estimator's own fit splits the units once, no repeats
+    assert sorted(np.concatenate([own.train_rows[0], own.val_rows[0]])) == list(range(160))
+    replicas = [r.fitted_.members for r in est._inference._est._instances]
+    train = np.concatenate([m.train_rows for m in replicas])
+    val = np.concatenate([m.val_rows for m in replicas])
     assert train.shape[0] == val.shape[0] == 6
     t = np.asarray(T)
     n_val_treated = int(np.ceil(t.sum() * FAST.get("val_fraction", 0.3)))

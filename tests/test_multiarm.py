@@ -7,7 +7,7 @@ import torch
 from dowhy_cfr import CFR
 from dowhy_cfr.core import imbalance
 from dowhy_cfr.core.training import arm_imbalance, sample_weights
-from conftest import TINY
+from helpers import TINY
 
 
 def _three_arms(n=900, seed=0):

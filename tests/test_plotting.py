@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from conftest import TINY, make_confounded  # noqa: E402
+from helpers import TINY, make_confounded  # noqa: E402
 from dowhy_cfr import CFR, CFRBootstrapInference, TARNet  # noqa: E402
 from dowhy_cfr import plotting  # noqa: E402
 

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dowhy_cfr import CFR, TARNet
-from conftest import TINY, make_confounded
+from helpers import TINY, make_confounded
 
 X0, T0, Y0, _ = make_confounded(n=120, seed=3)
 FAST = {**TINY, "n_iter": 20, "eval_every": 10}

@@ -10,7 +10,7 @@ import pytest
 from sklearn.linear_model import Ridge
 
 from dowhy_cfr import CFR, TARNet
-from conftest import TINY, make_confounded
+from helpers import TINY, make_confounded
 
 
 @pytest.mark.parametrize("cls", [CFR, TARNet])

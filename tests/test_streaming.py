@@ -7,7 +7,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from dowhy_cfr import CFR
-from conftest import TINY, make_confounded
+from helpers import TINY, make_confounded
 
 PARAMS = {**TINY, "n_iter": 300, "eval_every": 50}
 
@@ -27,9 +27,10 @@ def test_chunks_recover_effects_like_in_memory_fit():
     assert pehe < naive / 3
     assert est.n_iter_ > 0 and est.history_["step"].iloc[0] == 0
     # statistics come from the training chunks, not the validation data
-    np.testing.assert_allclose(est._x_mean, X.mean(0), rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(est._x_scale, X.std(0), rtol=1e-10)
-    assert est._y_scale[0] == pytest.approx(Y.std(), rel=1e-10)
+    pre = est.fitted_.preprocessing
+    np.testing.assert_allclose(pre.x_mean, X.mean(0), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(pre.x_scale, X.std(0), rtol=1e-10)
+    assert pre.y_scale[0] == pytest.approx(Y.std(), rel=1e-10)
 
 
 def test_dataloader_and_generator_factory_and_labels():

@@ -18,6 +18,7 @@ import sys
 import time
 
 from . import report
+from ..core import CFRConfig
 from .methods import ALL_METHODS
 
 __all__ = ["main", "build_parser"]
@@ -25,7 +26,7 @@ __all__ = ["main", "build_parser"]
 # CFR-MMD's alpha: the squared linear MMD of a trained TARNet representation is ~20-40x smaller
 # than its Wasserstein distance on IHDP (0.008 vs 0.3 on realization 1), so the MMD penalty
 # needs a ~20x larger alpha to weigh about as much; see docs/benchmarks.md.
-DEFAULT_ALPHA_WASS = 0.05
+DEFAULT_ALPHA_WASS = CFRConfig().alpha
 DEFAULT_ALPHA_MMD = 1.0
 
 

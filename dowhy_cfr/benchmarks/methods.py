@@ -51,7 +51,7 @@ BASELINES = ("OLS-1", "OLS-2", "k-NN", "RF", "CF", "X-learner", "DR-learner")
 ALL_METHODS = BASELINES + CFR_METHODS
 
 # Tiny settings used by tests and smoke runs (--tiny)
-_TINY_NET = dict(n_rep_layers=1, rep_dim=20, n_head_layers=1, head_dim=10, eval_every=10)
+TINY_NET = dict(n_rep_layers=1, rep_dim=20, n_head_layers=1, head_dim=10, eval_every=10)
 
 
 def display_name(method: str, binary: bool) -> str:
@@ -243,7 +243,7 @@ def cfr_params(method: str, *, alpha_wass: float, alpha_mmd: float, n_iter: int 
 
     kw: dict = dict(random_state=seed, verbose=0)
     if tiny:
-        kw.update(_TINY_NET)
+        kw.update(TINY_NET)
     if n_iter is not None:
         kw["n_iter"] = int(n_iter)
     if method == "TARNet":

@@ -148,11 +148,11 @@ def _fit_row(what, fits):
 def run_speed(*, realizations=range(1, 11), steps: int = 300, n_iter: int | None = None,
               tiny: bool = False, seed: int = 0, device: str = "cpu"):
     """Run the speed benchmark; returns ``(table, markdown)``."""
-    from .methods import _TINY_NET
+    from .methods import TINY_NET
 
     params = dict(random_state=seed, verbose=0, device=device)
     if tiny:
-        params.update(_TINY_NET)
+        params.update(TINY_NET)
     if n_iter is not None:
         params["n_iter"] = int(n_iter)
     reals = list(realizations)

@@ -18,22 +18,6 @@ from .ihdp import (
     load_ihdp_npz,
 )
 from .jobs import JOBS_VARIANTS, JobsData, JobsSplit, jobs_split, jobs_splits, load_jobs
+from . import ihdp, jobs
 
-__all__ = [
-    "IHDP_FEATURE_NAMES",
-    "IHDP_MAX_REALIZATION",
-    "IHDP_N_UNITS",
-    "IHDPData",
-    "IHDPSplit",
-    "ihdp_seed",
-    "ihdp_split",
-    "load_ihdp",
-    "load_ihdp_many",
-    "load_ihdp_npz",
-    "JOBS_VARIANTS",
-    "JobsData",
-    "JobsSplit",
-    "jobs_split",
-    "jobs_splits",
-    "load_jobs",
-]
+__all__ = [*ihdp.__all__, *jobs.__all__]

@@ -1,6 +1,6 @@
 """Training from Parquet files larger than the memory the fit is allowed to use.
 
-    python benchmarks/parquet_stream.py --rows 5000000 --n-iter 3000
+    python scripts/parquet_stream.py --rows 5000000 --n-iter 3000
 
 Writes ``--rows`` units of the Nie & Wager (2021) setup A design (see ``scaling.py``; d = 50
 float32 covariates) to ``--dir`` as Parquet in row groups of ``--group`` rows, generated group
@@ -80,7 +80,7 @@ def main(argv=None):
     p.add_argument("--n-iter", type=int, default=3000)
     p.add_argument("--n-val", type=int, default=20_000)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--dir", default="benchmarks/out/parquet")
+    p.add_argument("--dir", default="scripts/out/parquet")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child is not None:

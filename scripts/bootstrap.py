@@ -1,8 +1,8 @@
 """Stacked bootstrap: wall time of 100 replicas vs one fit, and empirical interval coverage.
 
-    python benchmarks/bootstrap.py time      # one fit vs 100 stacked replicas (IHDP realization 1)
-    python benchmarks/bootstrap.py time --replica-steps early_stopping
-    python benchmarks/bootstrap.py coverage --seeds 50
+    python scripts/bootstrap.py time      # one fit vs 100 stacked replicas (IHDP realization 1)
+    python scripts/bootstrap.py time --replica-steps early_stopping
+    python scripts/bootstrap.py coverage --seeds 50
                                              # coverage of 90%/95% intervals for ATE and tau(x)
 
 The coverage design: n units, x ~ N(0, I_5), P(t=1|x) = sigmoid(x0), y = 2 x0 + x2 + t (1 + x1)

@@ -1,6 +1,6 @@
 """What n_ensemble does to sqrt(PEHE) on IHDP: n_ensemble=1 vs n_ensemble=5, realizations 1..R.
 
-    python benchmarks/ensemble.py --realizations 10 --members 5
+    python scripts/ensemble.py --realizations 10 --members 5
 
 Protocol as in the IHDP benchmark: fit on ihdp_split(747, seed=r).within, sqrt(PEHE) within-sample
 and on the test units; default CFR (CFR-Wass) settings; wall time per fit.

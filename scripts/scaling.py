@@ -1,6 +1,6 @@
 """Scaling of CFR with the number of units: wall time and peak memory for n = 1e4, 1e5, 1e6.
 
-    python benchmarks/scaling.py --sizes 10000,100000,1000000 --n-iter 1000
+    python scripts/scaling.py --sizes 10000,100000,1000000 --n-iter 1000
 
 Design: Nie & Wager (2021) setup A with d = 50 covariates, X ~ U[0, 1]^d,
 e(x) = trim_{0.1}(sin(pi x1 x2)), b(x) = sin(pi x1 x2) + 2 (x3 - 0.5)^2 + x4 + 0.5 x5,

@@ -1,7 +1,7 @@
 """Distributed training: imbalance on the all-gathered batch ("global") vs each worker's own
 ("local"), on a design where the per-worker batches are small.
 
-    python benchmarks/distributed_ipm.py --realizations 1-10 --world 2 --batch 16
+    python scripts/distributed_ipm.py --realizations 1-10 --world 2 --batch 16
 
 IHDP realizations (747 units, 19% treated; the paper's 63/27/10 split: workers shard the 63%
 training units, the 27% validation units are shared for early stopping, sqrt(PEHE) is measured on

@@ -1,6 +1,6 @@
 """Time 16 sequential default CFR fits on IHDP realizations 1-16 (the realizations that
 `python -m dowhy_cfr.benchmarks speed --k 16` stacks), for an exact stacked-vs-sequential
-comparison.  python benchmarks/sequential16.py"""
+comparison.  python scripts/sequential16.py"""
 
 import time
 

@@ -1,7 +1,7 @@
 """CFR-Wass on IHDP realizations 1..R for several values of alpha, all in one stack.
 
-    python benchmarks/alpha_sweep.py 10 0,0.01,0.05,0.2        # R=10 realizations, 4 alphas
-    python benchmarks/alpha_sweep.py 10 0.3,1.0 '{"n_iter": 3000}'   # optional CFRConfig overrides
+    python scripts/alpha_sweep.py 10 0,0.01,0.05,0.2        # R=10 realizations, 4 alphas
+    python scripts/alpha_sweep.py 10 0.3,1.0 '{"n_iter": 3000}'   # optional CFRConfig overrides
 
 Protocol: ihdp_split(747, seed=r); fit on the within-sample units with a stratified 30%
 validation split (seed r), outcome standardised per realization; sqrt(PEHE) within-sample and on

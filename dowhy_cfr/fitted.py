@@ -1,0 +1,373 @@
+"""The fitted state of a CFR/TARNet estimator, in small objects that every fit path builds.
+
+A fitted :class:`~dowhy_cfr.CFR` holds one :class:`FittedCFR` (``est.fitted_``), made of
+
+* :class:`TreatmentEncoding` -- the treatment categories (the first is the control) and the arm
+  index of a treatment label;
+* :class:`Columns` -- the covariate blocks ``X`` and ``W`` seen at fit (sizes, column names);
+* :class:`Preprocessing` -- standardisation of the covariates and, per member, of the outcome,
+  and the way back from the networks' outputs to the outcome scale;
+* :class:`FittedMembers` -- the trained networks with each member's seed, kept step, history and
+  training/validation units;
+* :class:`FinalStage` -- the regression of the unit-level effects on ``X`` when ``W`` was given.
+
+The fit paths (:mod:`dowhy_cfr.fitting`, :mod:`dowhy_cfr.streaming`, :mod:`dowhy_cfr.distributed`,
+:mod:`dowhy_cfr.selection`) build these objects with the functions here, :mod:`dowhy_cfr._io`
+saves and loads them, and the estimator only holds them. Nothing here imports the estimator.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from econml.utilities import one_hot_encoder
+from sklearn.base import clone
+
+from . import _validation as V
+from .core import CFRConfig, CFRNet, TrainResult, predict
+from .core.training import derive_seeds
+
+__all__ = ["TreatmentEncoding", "Columns", "Preprocessing", "FittedMembers", "FinalStage",
+           "FittedCFR", "encode_treatment", "build_net", "standardize", "history_frame", "plain", "sklearn_seed",
+           "MAX_ARMS"]
+
+#: More distinct treatment values than this are taken for a continuous treatment (an error).
+MAX_ARMS = 20
+
+
+def plain(v):
+    """numpy scalar -> Python scalar, for readable messages and clean dicts."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def sklearn_seed(seed: int) -> int:
+    """A network seed as a scikit-learn ``random_state`` (which must be < 2**32 - 1)."""
+    return int(seed) % (2**32 - 1)
+
+
+def _arms_of_onehot(onehot) -> np.ndarray:
+    onehot = np.asarray(onehot)
+    return (onehot @ np.arange(1, onehot.shape[1] + 1)).round().astype(np.int64)
+
+
+def _nonzero(scale) -> np.ndarray:
+    scale = np.asarray(scale, dtype=float)
+    return np.where(scale > 0, scale, 1.0)
+
+
+def standardize(a: np.ndarray) -> np.ndarray:
+    """Columns of ``a`` to mean 0 and standard deviation 1 (constant columns: divided by 1)."""
+    return (a - a.mean(0)) / _nonzero(a.std(0))
+
+
+# ----------------------------------------------------------------------------- treatment
+@dataclass
+class TreatmentEncoding:
+    """The treatment categories as EconML's one-hot encoder (first category dropped) holds them.
+
+    Arm ``0`` is the first category (the control), arm ``a`` the ``a``-th other category.
+    """
+
+    transformer: Any
+
+    @classmethod
+    def of_categories(cls, categories) -> "TreatmentEncoding":
+        """The encoding of the given categories, in that order (the first is the control)."""
+        cats = list(categories)
+        values = np.asarray(cats, dtype=object if any(isinstance(c, str) for c in cats) else None)
+        transformer = one_hot_encoder(categories=[values], drop="first")
+        transformer.fit(values.reshape(-1, 1))
+        return cls(transformer)
+
+    @property
+    def categories(self) -> list:
+        return list(self.transformer.categories_[0])
+
+    @property
+    def n_arms(self) -> int:
+        return len(self.transformer.categories_[0])
+
+    def check_labels(self, *Ts) -> None:
+        """ValueError naming the values of ``Ts`` that are not fitted categories."""
+        cats = self.categories
+        for T in Ts:
+            values = pd.unique(pd.Series(np.asarray(T, dtype=object).ravel()))
+            unknown = [v for v in values if v not in cats]
+            if unknown:
+                raise ValueError(
+                    f"treatment value(s) {[plain(u) for u in unknown]} are not among the fitted "
+                    f"treatment categories {[plain(c) for c in cats]}; call e.g. "
+                    f"effect(X, T0={plain(cats[0])!r}, T1={plain(cats[1])!r})"
+                )
+
+    def arms(self, t) -> np.ndarray:
+        """Arm index (0 = control) of each treatment label in ``t``."""
+        try:
+            onehot = self.transformer.transform(np.asarray(t).reshape(-1, 1))
+        except ValueError as exc:
+            raise ValueError(f"the treatment has levels the estimator did not see at fit: "
+                             f"{exc}") from exc
+        return _arms_of_onehot(onehot)
+
+
+def encode_treatment(t_raw: np.ndarray, categories="auto") -> tuple[TreatmentEncoding, np.ndarray]:
+    """Fit the encoding to the treatment labels ``t_raw`` (1-D); returns it and the arms."""
+    uniq = pd.unique(pd.Series(t_raw, dtype=object)) if t_raw.dtype == object else np.unique(t_raw)
+    if len(uniq) < 2:
+        raise ValueError(f"T has a single value ({plain(uniq[0])!r}); CFR needs treated and control "
+                         f"units")
+    if len(uniq) > MAX_ARMS:
+        raise ValueError(
+            f"T has {len(uniq)} distinct values; CFR treats T as categorical (one outcome head "
+            f"per arm). A continuous treatment is not supported: discretise it first."
+        )
+    auto = isinstance(categories, str) and categories == "auto"
+    transformer = one_hot_encoder(categories="auto" if auto else [categories], drop="first")
+    try:
+        onehot = transformer.fit_transform(t_raw.reshape(-1, 1))
+    except ValueError as exc:
+        raise ValueError(f"T does not match categories={categories!r}: {exc}") from exc
+    encoding = TreatmentEncoding(transformer)
+    arms = _arms_of_onehot(onehot)
+    present = np.bincount(arms, minlength=encoding.n_arms)
+    if (present == 0).any():
+        missing = [plain(c) for c, n in zip(encoding.categories, present) if n == 0]
+        raise ValueError(f"treatment categories {missing} have no units in T")
+    return encoding, arms
+
+
+# ----------------------------------------------------------------------------- covariates
+@dataclass
+class Columns:
+    """The covariate blocks seen at fit: ``n_x`` columns of X and ``n_w`` of W, and their names
+    when they were DataFrames."""
+
+    n_x: int
+    n_w: int
+    x_names: list | None = None
+    w_names: list | None = None
+
+    @property
+    def n_features(self) -> int:
+        return self.n_x + self.n_w
+
+    def block(self, name: str, A, n_rows: int | None = None):
+        """``A`` as a float array, checked against the block ``name`` ("X" or "W") of the fit."""
+        n_expected = self.n_x if name == "X" else self.n_w
+        names_expected = self.x_names if name == "X" else self.w_names
+        if n_expected == 0:
+            if A is not None:
+                raise ValueError(f"{name} was not used at fit; pass {name}=None")
+            return None
+        if A is None:
+            raise ValueError(f"{name} with {n_expected} column(s) is required (it was used at fit)")
+        arr = V.as_2d_float(name, A)
+        if arr.shape[1] != n_expected:
+            raise ValueError(f"{name} has {arr.shape[1]} columns but the estimator was fitted "
+                             f"with {n_expected}")
+        got = V.column_names(A)
+        if names_expected is not None and got is not None and got != names_expected:
+            raise ValueError(f"{name}'s columns {got} differ from those seen at fit "
+                             f"{names_expected} (names and order must match)")
+        if n_rows is not None and arr.shape[0] != n_rows:
+            raise ValueError(f"{name} has {arr.shape[0]} rows, X has {n_rows}; they must match")
+        return arr
+
+    def stack(self, X, W) -> np.ndarray:
+        """The raw network input ``[X | W]`` of new units, checked against the fit."""
+        x = self.block("X", X)
+        w = self.block("W", W, None if x is None else x.shape[0])
+        return np.hstack([a for a in (x, w) if a is not None])
+
+
+# ----------------------------------------------------------------------------- preprocessing
+@dataclass
+class Preprocessing:
+    """Standardisation of the covariates and of each member's outcome, and the way back.
+
+    The networks see ``(x - x_mean) / x_scale`` and are trained on ``(y - y_mean[k]) /
+    y_scale[k]`` (squared loss) or on the 0/1 outcome itself (log-loss: ``y_mean = 0``,
+    ``y_scale = 1`` and outputs are logits).
+    """
+
+    loss: str
+    x_mean: np.ndarray
+    x_scale: np.ndarray
+    y_mean: np.ndarray  # (K,)
+    y_scale: np.ndarray  # (K,)
+
+    @classmethod
+    def from_moments(cls, loss, x_mean, x_std, y_mean, y_std) -> "Preprocessing":
+        """From covariate means/standard deviations and per-member outcome ones (arrays (K,))."""
+        y_mean = np.atleast_1d(np.asarray(y_mean, dtype=float))
+        if loss != "mse":
+            y_mean, y_std = np.zeros_like(y_mean), np.ones_like(y_mean)
+        return cls(loss, np.asarray(x_mean, dtype=float), _nonzero(x_std), y_mean,
+                   _nonzero(np.atleast_1d(y_std)))
+
+    @classmethod
+    def fit(cls, loss: str, xw: np.ndarray, y: np.ndarray, rows: np.ndarray) -> "Preprocessing":
+        """Covariate statistics over all rows of ``xw``; member k's outcome statistics over its
+        units ``rows[k]`` of ``y[k]`` (shapes (K, n) and (K, m))."""
+        y_used = np.take_along_axis(y, rows, axis=1)
+        return cls.from_moments(loss, xw.mean(0), xw.std(0), y_used.mean(1), y_used.std(1))
+
+    def x(self, xw: np.ndarray) -> np.ndarray:
+        return (xw - self.x_mean) / self.x_scale
+
+    def x_tensor(self, xw: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(self.x(xw), dtype=torch.float32)
+
+    def y(self, y: np.ndarray) -> np.ndarray:
+        """Each member's training target: (K, n) from outcomes (K, n) or one shared (n,)."""
+        return (y - self.y_mean[:, None]) / self.y_scale[:, None]
+
+    def outputs(self, raw: np.ndarray) -> np.ndarray:
+        """Network outputs (K, n_arms, n) on the outcome scale (probabilities for log-loss)."""
+        if self.loss == "logloss":
+            return 1.0 / (1.0 + np.exp(-raw))
+        return raw * self.y_scale[:, None, None] + self.y_mean[:, None, None]
+
+    def select(self, members: list) -> "Preprocessing":
+        return dataclasses.replace(self, y_mean=self.y_mean[members].copy(),
+                                   y_scale=self.y_scale[members].copy())
+
+
+# ----------------------------------------------------------------------------- members
+_HISTORY_COLUMNS = ("train_loss", "train_imbalance", "val_loss", "val_imbalance", "val_objective")
+
+
+def history_frame(hist: dict) -> pd.DataFrame:
+    """The core's history arrays as one row per evaluation and member (a member's rows end when
+    it stops)."""
+    frames = []
+    for m in range(hist["val_loss"].shape[1]):
+        keep = ~np.isnan(hist["val_loss"][:, m])
+        cols = {"step": hist["step"], "member": m}
+        cols.update({c: hist[c][:, m] for c in _HISTORY_COLUMNS})
+        cols["learning_rate"] = hist["learning_rate"]
+        frames.append(pd.DataFrame(cols)[keep])
+    return pd.concat(frames, ignore_index=True)
+
+
+@dataclass
+class FittedMembers:
+    """The ``K`` trained networks (``net``) and, per member, what produced them."""
+
+    net: CFRNet
+    seeds: list
+    best_iteration: np.ndarray  # (K,) step of the kept checkpoint
+    history: pd.DataFrame
+    n_iter: int  # steps run
+    train_rows: np.ndarray | None = None  # (K, m) training units of each member (None: unknown)
+    val_rows: np.ndarray | None = None  # (K, m') validation units
+    result: TrainResult | None = None  # the core's full result (not saved)
+
+    @classmethod
+    def from_result(cls, result: TrainResult, seeds, train_rows=None, val_rows=None):
+        return cls(result.net, [int(s) for s in seeds], result.best_step.copy(),
+                   history_frame(result.history), int(result.n_steps), train_rows, val_rows,
+                   result)
+
+    @property
+    def n_models(self) -> int:
+        return self.net.n_models
+
+    def select(self, members: list) -> "FittedMembers":
+        """Only the given members, renumbered 0, 1, ..."""
+        h = self.history[self.history["member"].isin(members)].copy()
+        h["member"] = h["member"].map({j: i for i, j in enumerate(members)})
+        rows = [None if r is None else r[members].copy() for r in (self.train_rows, self.val_rows)]
+        return FittedMembers(self.net.select(members), [self.seeds[j] for j in members],
+                             self.best_iteration[members].copy(), h.reset_index(drop=True),
+                             self.n_iter, rows[0], rows[1], None)
+
+
+def build_net(config: CFRConfig, d_in: int, seeds, n_arms: int, device="cpu") -> CFRNet:
+    """A ``CFRNet`` with the architecture of ``config`` (its weights drawn from ``seeds``)."""
+    return CFRNet(d_in, seeds, n_arms=n_arms, device=device, **config.network_kwargs())
+
+
+# ----------------------------------------------------------------------------- final stage
+@dataclass
+class FinalStage:
+    """Regression of the unit-level effects ``tau`` (n, n_arms - 1) on ``x``, one model per arm."""
+
+    x: np.ndarray
+    tau: np.ndarray
+    models: list
+
+    @classmethod
+    def fit(cls, model, x: np.ndarray, tau: np.ndarray) -> "FinalStage":
+        return cls(x, tau, [clone(model).fit(x, tau[:, j]) for j in range(tau.shape[1])])
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return np.column_stack([m.predict(x) for m in self.models])
+
+
+# ----------------------------------------------------------------------------- the whole
+@dataclass
+class FittedCFR:
+    """Everything a fitted CFR/TARNet predicts with."""
+
+    config: CFRConfig
+    encoding: TreatmentEncoding
+    columns: Columns
+    preprocessing: Preprocessing
+    members: FittedMembers
+    tau_fit_mean: np.ndarray | None = None  # mean effect over the fitted units (X=None)
+    final: FinalStage | None = None
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+    def features(self, X, W=None) -> np.ndarray:
+        """Standardised network input of new units."""
+        return self.preprocessing.x(self.columns.stack(X, W))
+
+    def outputs(self, xw_std: np.ndarray) -> np.ndarray:
+        """Per-member, per-arm predictions on the outcome scale: (K, n_arms, n)."""
+        raw = predict(self.members.net, torch.as_tensor(xw_std, dtype=torch.float32))
+        return self.preprocessing.outputs(raw.double().cpu().numpy())
+
+    def tau(self, xw_std: np.ndarray) -> np.ndarray:
+        """Ensemble-mean effect of each non-control arm vs control: (n, n_arms - 1)."""
+        out = self.outputs(xw_std).mean(0)
+        return (out[1:] - out[0:1]).T
+
+    def representation(self, xw_std: np.ndarray, member: int, *, at_init: bool = False):
+        """``Phi`` of one member (m, rep_dim): trained, or the same network before training."""
+        member = V.check_int("member", member, 0, self.members.n_models)
+        net = self.members.net
+        if at_init:
+            init_seed = derive_seeds([self.members.seeds[member]])[0]
+            net = build_net(self.config, xw_std.shape[1], init_seed, self.encoding.n_arms)
+            member = 0
+        _, phi = predict(net, torch.as_tensor(xw_std, dtype=torch.float32), representation=True)
+        return phi[member].double().cpu().numpy()
+
+    def summarise(self, xw: np.ndarray, model_final=None) -> "FittedCFR":
+        """Effects on the fitted units ``xw`` (raw): their mean, and the final stage when both X
+        and W were given (``model_final`` None: gradient boosting seeded by member 0)."""
+        tau = self.tau(self.preprocessing.x(xw))
+        self.tau_fit_mean = tau.mean(0)
+        self.final = None
+        n_x = self.columns.n_x
+        if self.columns.n_w > 0 and n_x > 0:
+            if model_final is None:
+                from sklearn.ensemble import HistGradientBoostingRegressor
+
+                model_final = HistGradientBoostingRegressor(
+                    random_state=sklearn_seed(self.members.seeds[0]))
+            self.final = FinalStage.fit(model_final, xw[:, :n_x], tau)
+        return self
+
+    def select(self, members) -> "FittedCFR":
+        """The given member(s) of a stacked fit (effects on the fitted units still to compute)."""
+        members = [members] if np.isscalar(members) else list(members)
+        return dataclasses.replace(self, preprocessing=self.preprocessing.select(members),
+                                   members=self.members.select(members), tau_fit_mean=None,
+                                   final=None)

@@ -1,0 +1,299 @@
+"""How a CFR/TARNet is fitted in memory: the steps every fit path shares.
+
+:func:`fit` (``CFR.fit``), :func:`fit_stacked` (``CFR.fit_stacked``) and :func:`bootstrap`
+(the replicas of :class:`~dowhy_cfr.CFRBootstrapInference`) check the inputs, encode the
+treatment, draw the seeds, split, standardise and train through the same functions, and return
+:class:`~dowhy_cfr.fitted.FittedCFR` objects; the estimator only stores them. The functions read
+the estimator's parameters and never write to it. Chunked and distributed
+training (:mod:`dowhy_cfr.streaming`, :mod:`dowhy_cfr.distributed`) reuse the helpers here.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.model_selection import train_test_split
+from sklearn.utils import check_random_state
+
+from . import _validation as V
+from .core import CFRConfig, TrainingDivergedError, train_cfr
+from .fitted import (Columns, FittedCFR, FittedMembers, Preprocessing, encode_treatment, plain,
+                     sklearn_seed)
+
+__all__ = ["CONFIG_FIELDS", "config_from", "resolve_device", "draw_seeds", "show_progress",
+           "check_n_ensemble", "resolve_loss", "check_fit_inputs", "split", "train", "fit",
+           "fit_stacked", "bootstrap"]
+
+#: The estimator parameters that are fields of the core's :class:`~dowhy_cfr.core.CFRConfig`
+#: (``loss`` is resolved from the data; ``max_eval_units`` keeps the core's default).
+CONFIG_FIELDS = tuple(f for f in CFRConfig.__dataclass_fields__ if f not in ("loss", "max_eval_units"))
+_SEED_HIGH = 2**31 - 1
+
+
+def config_from(est, loss: str) -> CFRConfig:
+    """The validated core configuration of the estimator's parameters, for ``loss`` (a core field
+    the estimator has no parameter for keeps CFRConfig's default)."""
+    params = {f: getattr(est, f) for f in CONFIG_FIELDS if hasattr(est, f)}
+    return CFRConfig(loss=loss, **params).validate()
+
+
+def resolve_device(device) -> torch.device:
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} was requested but CUDA is not available; use 'cpu'")
+    return dev
+
+
+def draw_seeds(random_state, k: int) -> list[int]:
+    """``k`` network seeds from a ``random_state`` (int, RandomState, None) or a Generator."""
+    if isinstance(random_state, np.random.Generator):
+        draws = random_state.integers(0, _SEED_HIGH, size=k)
+    else:
+        draws = check_random_state(random_state).randint(0, _SEED_HIGH, size=k)
+    return [int(s) for s in draws]
+
+
+def show_progress(verbose) -> bool:
+    """``verbose``: 0 never, 1 in interactive sessions (terminal or notebook), 2 always."""
+    if verbose is None or verbose <= 0:
+        return False
+    if verbose >= 2 or "ipykernel" in sys.modules:
+        return True
+    try:
+        return sys.stderr.isatty()
+    except Exception:  # pragma: no cover
+        return False
+
+
+def check_n_ensemble(est) -> int:
+    return V.check_int("n_ensemble", est.n_ensemble, 1)
+
+
+def resolve_loss(loss: str, y: np.ndarray | None = None, *, binary: bool | None = None) -> str:
+    """"mse" or "logloss" for outcomes ``y`` (any shape) under the parameter ``loss``.
+
+    "auto" gives log-loss when every outcome is 0 or 1 and both values occur; ``binary`` (every
+    outcome is 0 or 1) stands in for ``y`` where only statistics of the data are known.
+    """
+    if binary is None:
+        binary = bool(np.isin(y, (0.0, 1.0)).all())
+        both_values = len(np.unique(y)) == 2
+    else:
+        both_values = True
+    if loss == "auto":
+        return "logloss" if binary and both_values else "mse"
+    if loss == "logloss" and not binary:
+        raise ValueError("loss='logloss' needs a binary outcome with values 0 and 1; Y has "
+                         "other values. Use loss='mse' for a continuous outcome.")
+    if loss not in ("mse", "logloss"):
+        raise ValueError(f"loss={loss!r} is invalid: choose 'auto', 'mse' or 'logloss'")
+    return loss
+
+
+def check_fit_inputs(Y, T, X, W, categories="auto"):
+    """Validated ``(xw, arms, y, columns, encoding)`` of a fit's inputs (``xw = [X | W]``)."""
+    if X is None and W is None:
+        raise ValueError("X is required (W alone is allowed only together with X=None "
+                         "when you want an average effect); pass the covariates as X")
+    y = V.as_1d("Y", Y)
+    if isinstance(Y, (pd.DataFrame, np.ndarray)) and np.ndim(Y) == 2 and np.shape(Y)[1] > 1:
+        raise ValueError(f"Y must be a single outcome; got {np.shape(Y)[1]} columns. Fit one "
+                         f"estimator per outcome.")
+    try:
+        y = y.astype("float64")
+    except (TypeError, ValueError) as exc:
+        raise TypeError("Y must be numeric; encode a categorical outcome as 0/1") from exc
+    V.check_finite("Y", y)
+    t_raw = V.as_1d("T", T)
+    x = V.as_2d_float("X", X, allow_none=True)
+    w = V.as_2d_float("W", W, allow_none=True)
+    V.check_same_length(Y=y, T=t_raw, X=x, W=w)
+    columns = Columns(0 if x is None else x.shape[1], 0 if w is None else w.shape[1],
+                      V.column_names(X), V.column_names(W))
+    encoding, arms = encode_treatment(t_raw, categories)
+    xw = np.hstack([a for a in (x, w) if a is not None])
+    return xw, arms, y, columns, encoding
+
+
+def split(arms: np.ndarray, rows: np.ndarray, seeds, config: CFRConfig, encoding):
+    """Stratified training/validation split of each member's units ``rows[k]`` (arms (K, n))."""
+    tr, va = [], []
+    for k, s in enumerate(seeds):
+        arms_k = arms[k][rows[k]]
+        counts = np.bincount(arms_k, minlength=encoding.n_arms)
+        n_val_min = np.ceil(counts * config.val_fraction)
+        too_small = (counts < 2) | (n_val_min < 1) | (counts - n_val_min < 1)
+        if too_small.any():
+            label = plain(encoding.categories[int(np.argmax(too_small))])
+            raise ValueError(
+                f"treatment arm {label!r} has only {counts[too_small].min()} unit(s); at "
+                f"least 2 are needed to split it into training and validation (val_fraction="
+                f"{config.val_fraction})"
+            )
+        a, b = train_test_split(np.arange(len(arms_k)), test_size=config.val_fraction,
+                                stratify=arms_k, random_state=sklearn_seed(s))
+        tr.append(rows[k][a])
+        va.append(rows[k][b])
+    return np.stack(tr), np.stack(va)
+
+
+def clamp_batch_size(config: CFRConfig, n_train: int) -> None:
+    """Clamp ``config.batch_size`` (with a warning) to a training split smaller than it."""
+    if config.batch_size > n_train:
+        warnings.warn(
+            f"batch_size={config.batch_size} is larger than the training split "
+            f"({n_train} units); using batch_size={n_train}",
+            UserWarning,
+            stacklevel=4,
+        )
+        config.batch_size = n_train
+
+
+def train(est, xw, arms, y, seeds, *, encoding, columns, rows=None, fixed_split=None,
+          drop_failed=False) -> FittedCFR:
+    """Train ``K = len(seeds)`` networks: member k on outcomes ``y[k]`` / arms ``arms[k]``
+    (shape (K, n)) of the units ``rows[k]`` (default: all), sharing the covariates ``xw``.
+
+    ``fixed_split = (train_rows, val_rows)`` (each (K, m)) fixes the training/validation units
+    instead of splitting ``rows`` (the bootstrap resamples each side of a unit-level split).
+    A member whose training diverged before any checkpoint is dropped with a warning if
+    ``drop_failed`` (ensemble members: the others still make an ensemble), else an error.
+    """
+    k = len(seeds)
+    if fixed_split is not None:
+        rows = np.concatenate(fixed_split, axis=1)
+    elif rows is None:
+        rows = np.tile(np.arange(xw.shape[0]), (k, 1))
+    loss = resolve_loss(est.loss, y)
+    config = config_from(est, loss)
+    pre = Preprocessing.fit(loss, xw, y, rows)
+    train_rows, val_rows = fixed_split or split(arms, rows, seeds, config, encoding)
+    clamp_batch_size(config, train_rows.shape[1])
+    device = resolve_device(est.device)
+    result = train_cfr(
+        pre.x_tensor(xw).unsqueeze(0).expand(k, -1, -1),
+        torch.as_tensor(arms, dtype=torch.long),
+        torch.as_tensor(pre.y(y), dtype=torch.float32),
+        train_idx=torch.as_tensor(train_rows),
+        val_idx=torch.as_tensor(val_rows),
+        config=config,
+        seeds=seeds,
+        n_arms=encoding.n_arms,
+        per_model_data=True,
+        device=device,
+        progress=show_progress(est.verbose),
+    )
+    members = FittedMembers.from_result(result, seeds, train_rows, val_rows)
+    fitted = FittedCFR(config, encoding, columns, pre, members, device=device)
+    failed = np.flatnonzero(result.failed).tolist()
+    if not failed:
+        return fitted
+    message = (f"the training of member(s) {failed} of {k} diverged before any checkpoint was "
+               f"kept; lower learning_rate, alpha or weight_decay, or check the inputs for "
+               f"extreme values")
+    if not drop_failed:
+        raise TrainingDivergedError(message)
+    warnings.warn(message + "; the ensemble goes on without them.", RuntimeWarning, stacklevel=4)
+    return fitted.select([j for j in range(k) if j not in failed])
+
+
+def fit(est, Y, T, X, W=None) -> FittedCFR:
+    """What ``est.fit(Y, T, X=X, W=W)`` stores: ``n_ensemble`` networks trained together."""
+    xw, arms, y, columns, encoding = check_fit_inputs(Y, T, X, W, est.categories)
+    k = check_n_ensemble(est)
+    seeds = draw_seeds(est.random_state, k)
+    fitted = train(est, xw, np.tile(arms, (k, 1)), np.tile(y, (k, 1)), seeds,
+                   encoding=encoding, columns=columns, drop_failed=True)
+    return fitted.summarise(xw, est.model_final)
+
+
+def _stacked_inputs(Y, T):
+    ys = [np.asarray(v) for v in Y] if isinstance(Y, (list, tuple)) else np.asarray(Y)
+    if np.ndim(ys) != 2:
+        raise ValueError(f"Y must have shape (K, n) for fit_stacked; got {np.shape(ys)}")
+    k = len(ys)
+    t_arr = np.asarray(T)
+    ts = [t_arr] * k if t_arr.ndim == 1 else list(t_arr)
+    if len(ts) != k:
+        raise ValueError(f"T has {len(ts)} rows but Y has {k}; give one T per dataset or "
+                         f"a single shared T")
+    return ys, ts
+
+
+def _check_units(units, k: int, n: int):
+    if units is None:
+        return None
+    rows = np.asarray(units)
+    if rows.ndim != 2 or rows.shape[0] != k or not np.issubdtype(rows.dtype, np.integer):
+        raise ValueError(f"units must be an integer array of shape (K={k}, m); got "
+                         f"shape {rows.shape} and dtype {rows.dtype}")
+    if rows.min() < 0 or rows.max() >= n:
+        raise ValueError(f"units must index rows 0..{n - 1} of X")
+    return rows
+
+
+def fit_stacked(est, Y, T, X, W=None, units=None):
+    """One :class:`FittedCFR` per outcome vector ``Y[k]`` (see ``CFR.fit_stacked``), trained in
+    one stacked pass; also returns ``(Y[0], T[0])`` for EconML's shape bookkeeping."""
+    if check_n_ensemble(est) != 1:
+        raise ValueError("fit_stacked needs n_ensemble=1 (each dataset gets one network)")
+    ys, ts = _stacked_inputs(Y, T)
+    checked = [check_fit_inputs(y_j, t_j, X, W, est.categories) for y_j, t_j in zip(ys, ts)]
+    xw, _, _, columns, encoding = checked[0]
+    rows = _check_units(units, len(ys), xw.shape[0])
+    seeds = draw_seeds(est.random_state, len(ys))
+    fitted = train(est, xw, np.stack([c[1] for c in checked]), np.stack([c[2] for c in checked]),
+                   seeds, encoding=encoding, columns=columns, rows=rows)
+    fits = [fitted.select(j).summarise(xw if rows is None else xw[rows[j]], est.model_final)
+            for j in range(len(ys))]
+    return fits, (ys[0], ts[0])
+
+
+def resample_within_arms(units: np.ndarray, arms: np.ndarray, rng) -> np.ndarray:
+    """Draw ``len(units)`` of ``units`` with replacement, keeping each arm's count (sorted)."""
+    parts = [rng.choice(units[arms[units] == a], size=int((arms[units] == a).sum()))
+             for a in np.unique(arms[units])]
+    return np.sort(np.concatenate(parts))
+
+
+def _bootstrap_rng(random_state) -> np.random.Generator:
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        return np.random.default_rng([int(random_state), 0xB0075])  # not the estimator's stream
+    return np.random.default_rng(check_random_state(random_state).randint(0, _SEED_HIGH))
+
+
+def bootstrap(est, Y, T, X, W, n_replicas: int, random_state) -> list[FittedCFR]:
+    """``n_replicas`` fits of ``est``, each on a resample of the units drawn with replacement
+    within each treatment arm -- all in one stacked pass.
+
+    With ``n_ensemble = E`` every replica is itself an ensemble of E networks (K = B * E). The
+    *units* are split into training and validation first (the estimator's stratified split, with
+    the replica's seed), then each side is resampled: resampling first would put copies of one
+    unit on both sides, and the validation loss would reward memorising the training units.
+    """
+    xw, arms, y, columns, encoding = check_fit_inputs(Y, T, X, W, est.categories)
+    rng = _bootstrap_rng(random_state)
+    e = check_n_ensemble(est)
+    seeds = draw_seeds(rng, n_replicas * e)
+    config = config_from(est, resolve_loss(est.loss, y[None, :]))
+    all_units = np.arange(len(arms))[None, :]
+    train_rows, val_rows = [], []
+    for b in range(n_replicas):
+        tr, va = split(arms[None, :], all_units, [seeds[b * e]], config, encoding)
+        train_rows.append(resample_within_arms(tr[0], arms, rng))
+        val_rows.append(resample_within_arms(va[0], arms, rng))
+    train_rows = np.repeat(np.stack(train_rows), e, axis=0)
+    val_rows = np.repeat(np.stack(val_rows), e, axis=0)
+    k = n_replicas * e
+    fitted = train(est, xw, np.tile(arms, (k, 1)), np.tile(y, (k, 1)), seeds, encoding=encoding,
+                   columns=columns, fixed_split=(train_rows, val_rows))
+    rows = np.concatenate([train_rows, val_rows], axis=1)
+    return [fitted.select(list(range(b * e, (b + 1) * e))).summarise(xw[rows[b * e]],
+                                                                    est.model_final)
+            for b in range(n_replicas)]
