@@ -6,6 +6,8 @@ Commands
 ``jobs``       Table 1 (Jobs): policy risk and ATT error; the policy curve.
 ``imbalance``  Fig. 2: CFR-Wass error vs alpha on biased IHDP subsamples.
 ``speed``      wall time of single, stacked and sequential fits; ms/step vs plain PyTorch.
+``synthetic``  Nie & Wager (2021) designs A-E: √PEHE, ATE error, intervals, time.
+``coverage``   coverage and width of 95% intervals over many simulated data sets.
 
 Every command prints a markdown table and, with ``--out DIR``, writes CSV and markdown (and
 plots, when matplotlib is installed) into ``DIR``.
@@ -120,6 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tiny", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     _threads(p)
+
+    from .synthetic import add_parsers
+
+    add_parsers(sub)
     return parser
 
 
@@ -178,6 +184,10 @@ def main(argv=None) -> int:
             png = plot_imbalance(summary, Path(args.out) / "imbalance.png")
             if png is not None:
                 md += f"\n\nPlot: {png}"
+    elif args.command in ("synthetic", "coverage"):
+        from .synthetic import run_command
+
+        md = run_command(args)
     else:  # speed
         from .speed import run_speed
 
