@@ -168,3 +168,15 @@ def test_coverage_command_with_cfr_bootstrap(tmp_path):
     means = raw.groupby("method")["ate_covered"].mean()
     np.testing.assert_allclose(summary.loc[means.index, "ate_covered_mean"], means)
     assert "ATE coverage" in (tmp_path / "coverage.md").read_text()
+
+
+def test_failed_fit_is_recorded_not_fatal(tmp_path, capsys):
+    assert main(["synthetic", "--n", "100", "--seeds", "0", "--designs", "C",
+                 "--methods", "CFR,TLearner", "--cfr-inference", "no-such-inference",
+                 "--out", str(tmp_path)] + TINY) == 0
+    raw = pd.read_csv(tmp_path / "synthetic_raw.csv").set_index("method")
+    assert "no-such-inference" in raw.loc["CFR", "error"]
+    assert np.isnan(raw.loc["CFR", "pehe"]) and np.isfinite(raw.loc["TLearner", "pehe"])
+    assert "1 of 2 fits failed" in capsys.readouterr().err
+    summary = pd.read_csv(tmp_path / "synthetic_summary.csv").set_index("method")
+    assert summary.loc["CFR", "runs"] == 0 and summary.loc["CFR", "failed"] == 1

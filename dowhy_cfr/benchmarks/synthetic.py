@@ -252,24 +252,12 @@ def _metrics(est, x, x_test, tau_train, tau_test, alpha: float) -> dict:
                 ate_covered=covered, ate_width=width, tau_coverage=tau_cov, tau_width=tau_width)
 
 
-class _limits:
-    """Limit BLAS/OpenMP threads (sklearn's gradient boosting, numpy) while fitting."""
+def _limits(threads: int):
+    """Limit BLAS/OpenMP threads (sklearn's gradient boosting, numpy) while fitting; 0 = no
+    limit."""
+    from threadpoolctl import threadpool_limits
 
-    def __init__(self, threads: int):
-        self.threads = int(threads)
-        self._ctx = None
-
-    def __enter__(self):
-        if self.threads > 0:
-            from threadpoolctl import threadpool_limits
-
-            self._ctx = threadpool_limits(limits=self.threads)
-        return self
-
-    def __exit__(self, *exc):
-        if self._ctx is not None:
-            self._ctx.unregister()
-        return False
+    return threadpool_limits(limits=int(threads) if int(threads) > 0 else None)
 
 
 # ------------------------------------------------------------------------------ summaries
@@ -359,6 +347,7 @@ def run_synthetic(designs, sizes, seeds, methods, *, settings: dict, progress: b
         bar.close()
     wall = time.perf_counter() - start
     raw = pd.DataFrame(rows, columns=ROW_COLUMNS)
+    _report_failures(raw)
     summary = summarize_synthetic(raw)
     what = "interval coverage" if coverage else "synthetic designs"
     md = [f"## Nie & Wager (2021) {what}: designs {','.join(designs)}, n = "
@@ -367,6 +356,17 @@ def run_synthetic(designs, sizes, seeds, methods, *, settings: dict, progress: b
           f"Wall time {wall:.0f} s, {workers} worker process(es), {threads} torch thread(s).",
           "", _settings_line(settings)]
     return raw, summary, "\n".join(md)
+
+
+def _report_failures(raw: pd.DataFrame) -> None:
+    failed = raw[raw["error"].fillna("") != ""]
+    if len(failed):
+        import sys
+
+        first = failed.iloc[0]
+        print(f"warning: {len(failed)} of {len(raw)} fits failed (left out of the summary); "
+              f"first: {first['method']} on design {first['design']}, n={first['n']}, seed "
+              f"{first['seed']}: {first['error']}", file=sys.stderr)
 
 
 def _settings_line(settings: dict) -> str:
