@@ -183,10 +183,11 @@ def interval_coverage(truth, lower, upper) -> tuple[float, float]:
 
 
 def _interval(fn, x, alpha: float):
-    """``fn(x, alpha=alpha)`` as two float arrays, or NaN when the method has no interval."""
+    """``fn(x, alpha=alpha)`` as two float arrays, or NaN when the method has no interval
+    (EconML raises AttributeError when ``inference`` is None; other errors propagate)."""
     try:
         lo, hi = fn(x, alpha=alpha)
-    except (AttributeError, ValueError, NotImplementedError, TypeError):
+    except (AttributeError, NotImplementedError):
         return np.nan, np.nan
     return (np.asarray(lo, dtype=float).reshape(-1), np.asarray(hi, dtype=float).reshape(-1))
 
