@@ -103,6 +103,7 @@ def test_summary_coverage_and_monte_carlo_se():
     raw["ate_covered"] = [1.0, 1.0, 0.0, 1.0, np.nan]
     raw["ate_abs_error"] = [0.1, 0.2, 0.3, 0.4, 0.5]
     raw.loc[4, "error"] = "RuntimeError: boom"
+    raw.loc[0, "error"] = np.nan  # as read back from a CSV: no error
     s = summarize_synthetic(raw).iloc[0]
     assert s["runs"] == 4 and s["failed"] == 1
     assert s["ate_covered_mean"] == pytest.approx(0.75)

@@ -262,6 +262,11 @@ def _limits(threads: int):
 
 
 # ------------------------------------------------------------------------------ summaries
+def _succeeded(error: pd.Series) -> pd.Series:
+    """Rows without an error message (empty string or NaN, as read back from a CSV)."""
+    return error.isna() | (error.astype(str) == "")
+
+
 def summarize_synthetic(raw: pd.DataFrame) -> pd.DataFrame:
     """Per (design, n, method): run count, failures and the mean of each metric.
 
@@ -270,7 +275,7 @@ def summarize_synthetic(raw: pd.DataFrame) -> pd.DataFrame:
     """
     rows = []
     for (design, n, method), g in raw.groupby(["design", "n", "method"], sort=False):
-        ok = g[g["error"].fillna("") == ""]
+        ok = g[_succeeded(g["error"])]
         row = dict(design=design, n=int(n), method=method, runs=len(ok),
                    failed=len(g) - len(ok))
         for m in _METRICS:
@@ -360,7 +365,7 @@ def run_synthetic(designs, sizes, seeds, methods, *, settings: dict, progress: b
 
 
 def _report_failures(raw: pd.DataFrame) -> None:
-    failed = raw[raw["error"].fillna("") != ""]
+    failed = raw[~_succeeded(raw["error"])]
     if len(failed):
         import sys
 
