@@ -13,7 +13,7 @@ import numpy as np
 
 from .methods import CFR_METHODS, cfr_params, make_baseline
 
-__all__ = ["progress_bar", "headless_pyplot", "save_figure", "fit_cfr_stacked", "fit_baseline",
+__all__ = ["add_threads_argument", "progress_bar", "headless_pyplot", "save_figure", "fit_cfr_stacked", "fit_baseline",
            "chunks", "TaskPool", "cfr_task"]
 
 
@@ -167,3 +167,11 @@ class TaskPool:
             if on_done is not None:
                 on_done(i, results[i])
         return results
+
+
+def add_threads_argument(p) -> None:
+    """The ``--threads`` option shared by the benchmark commands."""
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch intra-op threads (default 1; 0 keeps torch's default). On a "
+                        "shared machine more threads than free cores make training many times "
+                        "slower")

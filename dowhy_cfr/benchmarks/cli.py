@@ -6,6 +6,8 @@ Commands
 ``jobs``       Table 1 (Jobs): policy risk and ATT error; the policy curve.
 ``imbalance``  Fig. 2: CFR-Wass error vs alpha on biased IHDP subsamples.
 ``speed``      wall time of default and ensemble fits, stacked vs single; ms/step and GFLOP/s.
+``synthetic``  Nie & Wager (2021) designs A-E: √PEHE, ATE error, intervals, time.
+``coverage``   coverage and width of 95% intervals over many simulated data sets.
 
 Every command prints a markdown table and, with ``--out DIR``, writes CSV and markdown (and
 plots, when matplotlib is installed) into ``DIR``.
@@ -18,6 +20,7 @@ import sys
 import time
 
 from . import report
+from ._runner import add_threads_argument
 from ..core import CFRConfig
 from .methods import ALL_METHODS
 
@@ -70,18 +73,11 @@ def _common(p: argparse.ArgumentParser, *, methods: bool = True):
                    help="worker processes fitting stacks / baselines in parallel, each with "
                         "--threads torch threads (default 1: inline). On a quiet 2-core machine "
                         "use --workers 2 --threads 1")
-    _threads(p)
+    add_threads_argument(p)
     if methods:
         p.add_argument("--methods", type=_methods, default=list(ALL_METHODS),
                        help="comma-separated methods or 'all' (default): "
                             + ", ".join(ALL_METHODS))
-
-
-def _threads(p: argparse.ArgumentParser):
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch intra-op threads (default 1; 0 keeps torch's default). On a "
-                        "shared machine more threads than free cores make training many times "
-                        "slower")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -123,7 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-iter", type=int, default=None)
     p.add_argument("--tiny", action="store_true")
     p.add_argument("--seed", type=int, default=0)
-    _threads(p)
+    add_threads_argument(p)
+
+    from .synthetic import add_parsers
+
+    add_parsers(sub)
     return parser
 
 
@@ -182,6 +182,10 @@ def main(argv=None) -> int:
             png = plot_imbalance(summary, Path(args.out) / "imbalance.png")
             if png is not None:
                 md += f"\n\nPlot: {png}"
+    elif args.command in ("synthetic", "coverage"):
+        from .synthetic import run_command
+
+        md = run_command(args)
     else:  # speed
         from .speed import run_speed
 

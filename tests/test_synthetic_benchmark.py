@@ -1,0 +1,183 @@
+"""Synthetic designs (Nie & Wager 2021, A-D, and design E) and the synthetic / coverage commands."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from dowhy_cfr.benchmarks import main
+from dowhy_cfr.benchmarks.synthetic import (
+    ROW_COLUMNS,
+    interval_coverage,
+    parse_designs,
+    parse_methods,
+    summarize_synthetic,
+)
+from dowhy_cfr.datasets.synthetic import DESIGNS, simulate
+
+TINY = ["--tiny", "--n-iter", "10", "--n-test", "100", "--no-progress"]
+
+
+@pytest.fixture(autouse=True)
+def restore_threads():
+    old = torch.get_num_threads()
+    yield
+    torch.set_num_threads(old)
+
+
+def _relu(z):
+    return np.maximum(z, 0.0)
+
+
+# ------------------------------------------------------------------------------ generators
+def test_design_a_formulas():
+    data = simulate("A", 2000, random_state=0)
+    x = data.x
+    assert x.shape == (2000, 6) and data.w is None
+    assert x.min() >= 0 and x.max() <= 1
+    s = np.sin(np.pi * x[:, 0] * x[:, 1])
+    np.testing.assert_allclose(data.b, s + 2 * (x[:, 2] - 0.5) ** 2 + x[:, 3] + 0.5 * x[:, 4])
+    np.testing.assert_allclose(data.e, np.clip(s, 0.1, 0.9))
+    assert data.e.min() == pytest.approx(0.1) and data.e.max() <= 0.9
+    np.testing.assert_allclose(data.tau, (x[:, 0] + x[:, 1]) / 2)
+
+
+def test_designs_b_c_d_formulas():
+    b = simulate("B", 500, random_state=1)
+    np.testing.assert_allclose(b.e, 0.5)
+    np.testing.assert_allclose(b.tau, b.x[:, 0] + np.log1p(np.exp(b.x[:, 1])))
+    np.testing.assert_allclose(
+        b.b, np.maximum(np.maximum(b.x[:, 0] + b.x[:, 1], b.x[:, 2]), 0) + _relu(b.x[:, 3] + b.x[:, 4]))
+    c = simulate("C", 500, random_state=1)
+    np.testing.assert_array_equal(c.tau, 1.0)
+    np.testing.assert_allclose(c.e, 1 / (1 + np.exp(c.x[:, 1] + c.x[:, 2])))
+    np.testing.assert_allclose(c.b, 2 * np.log1p(np.exp(c.x[:, :3].sum(1))))
+    d = simulate("D", 500, random_state=1)
+    u, v = _relu(d.x[:, :3].sum(1)), _relu(d.x[:, 3] + d.x[:, 4])
+    np.testing.assert_allclose(d.tau, u - v)
+    np.testing.assert_allclose(d.b, (u + v) / 2)
+    np.testing.assert_allclose(d.e, 1 / (1 + np.exp(-d.x[:, 0]) + np.exp(-d.x[:, 1])))
+
+
+def test_outcome_model_and_design_e_separates_w_from_x():
+    data = simulate("E", 3000, sigma=0.0, random_state=2)
+    assert data.x.shape == (3000, 3) and data.w.shape == (3000, 3)
+    np.testing.assert_allclose(data.y, data.b + (data.t - 0.5) * data.tau)  # sigma = 0
+    np.testing.assert_allclose(data.tau, data.x[:, 0] + np.log1p(np.exp(data.x[:, 1])))
+    assert data.e.min() >= 0.1 and data.e.max() <= 0.9
+    # W confounds: treated units have larger w1 + w2; X does not drive treatment
+    t = data.t.astype(bool)
+    assert (data.w[t, :2].sum(1).mean() - data.w[~t, :2].sum(1).mean()) > 0.5
+    assert abs(data.x[t, 0].mean() - data.x[~t, 0].mean()) < 0.15
+    # noise sd: residual of the true mean function with sigma = 2
+    noisy = simulate("E", 3000, sigma=2.0, random_state=2)
+    assert np.std(noisy.y - noisy.b - (noisy.t - 0.5) * noisy.tau) == pytest.approx(2.0, rel=0.06)
+
+
+def test_simulate_is_deterministic_and_validates():
+    a, b = simulate("D", 50, random_state=7), simulate("D", 50, random_state=7)
+    np.testing.assert_array_equal(a.y, b.y)
+    np.testing.assert_array_equal(a.t, b.t)
+    assert not np.array_equal(a.y, simulate("D", 50, random_state=8).y)
+    assert set(np.unique(a.t)) <= {0, 1}
+    with pytest.raises(ValueError, match="design='F'"):
+        simulate("F", 10)
+    with pytest.raises(ValueError, match="d=4"):
+        simulate("A", 10, d=4)
+    with pytest.raises(ValueError, match="d=5"):
+        simulate("E", 10, d=5)
+
+
+# ------------------------------------------------------------------------------ metrics
+def test_interval_coverage_by_hand():
+    cov, width = interval_coverage([0.0, 1.0, 2.0], [-1.0, 1.5, 1.0], [1.0, 2.0, 3.0])
+    assert cov == pytest.approx(2 / 3) and width == pytest.approx((2 + 0.5 + 2) / 3)
+    assert interval_coverage(1.0, 0.5, 1.0) == (1.0, 0.5)  # closed interval
+    assert all(np.isnan(interval_coverage(1.0, np.nan, np.nan)))
+
+
+def test_summary_coverage_and_monte_carlo_se():
+    raw = pd.DataFrame({c: np.nan for c in ROW_COLUMNS}, index=range(5))
+    raw["design"], raw["n"], raw["method"], raw["error"] = "A", 100, "M", ""
+    raw["seed"] = range(5)
+    raw["ate_covered"] = [1.0, 1.0, 0.0, 1.0, np.nan]
+    raw["ate_abs_error"] = [0.1, 0.2, 0.3, 0.4, 0.5]
+    raw.loc[4, "error"] = "RuntimeError: boom"
+    raw.loc[0, "error"] = np.nan  # as read back from a CSV: no error
+    s = summarize_synthetic(raw).iloc[0]
+    assert s["runs"] == 4 and s["failed"] == 1
+    assert s["ate_covered_mean"] == pytest.approx(0.75)
+    assert s["ate_coverage_mc_se"] == pytest.approx(np.sqrt(0.75 * 0.25 / 4))
+    assert s["ate_abs_error_mean"] == pytest.approx(0.25)  # the failed run is left out
+
+
+def test_parsers_name_bad_values():
+    assert parse_designs("a,E") == ["A", "E"]
+    assert parse_methods("cfr,lineardml") == ["CFR", "LinearDML"]
+    with pytest.raises(Exception, match="unknown design 'F'"):
+        parse_designs("A,F")
+
+
+def test_cli_rejects_bad_arguments(capsys):
+    for argv, name in ((["synthetic", "--designs", "Z"], "--designs"),
+                       (["synthetic", "--methods", "OLS-9"], "--methods"),
+                       (["coverage", "--n", "abc"], "--n")):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert name in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="--d"):
+        main(["synthetic", "--d", "3", "--designs", "A"] + TINY)
+
+
+# ------------------------------------------------------------------------------ commands
+def test_synthetic_end_to_end(tmp_path, capsys):
+    assert main(["synthetic", "--n", "200", "--seeds", "0", "--designs", "A,E",
+                 "--methods", "CFR,LinearDML,TLearner", "--out", str(tmp_path)] + TINY) == 0
+    raw = pd.read_csv(tmp_path / "synthetic_raw.csv", keep_default_na=False,
+                      na_values=["", "nan"])
+    assert list(raw.columns) == ROW_COLUMNS
+    assert len(raw) == 2 * 3 and (raw["error"].isna() | (raw["error"] == "")).all()
+    assert np.isfinite(raw[["pehe", "ate", "ate_true", "ate_abs_error", "time_s"]]).all().all()
+    np.testing.assert_allclose(raw["ate_abs_error"], (raw["ate"] - raw["ate_true"]).abs())
+    dml = raw[raw["method"] == "LinearDML"]
+    assert (dml["ate_lower"] < dml["ate_upper"]).all()
+    assert dml["ate_covered"].isin([0.0, 1.0]).all()
+    assert dml["tau_coverage"].between(0, 1).all()
+    np.testing.assert_allclose(dml["ate_width"], dml["ate_upper"] - dml["ate_lower"])
+    assert raw.loc[raw["method"] == "TLearner", "ate_covered"].isna().all()  # no inference
+    # the truth is the training units' mean tau: design A's is near E[(x1 + x2) / 2] = 0.5
+    assert raw.loc[raw["design"] == "A", "ate_true"].between(0.4, 0.6).all()
+    summary = pd.read_csv(tmp_path / "synthetic_summary.csv")
+    assert {"pehe_mean", "ate_abs_error_mean", "ate_covered_mean", "ate_width_mean",
+            "tau_coverage_mean", "time_s_mean"} <= set(summary.columns)
+    md = (tmp_path / "synthetic.md").read_text()
+    assert "| design | n | method |" in md and "√PEHE" in md
+    assert "| E | 200 | CFR |" in capsys.readouterr().out
+
+
+def test_coverage_command_with_cfr_bootstrap(tmp_path):
+    assert main(["coverage", "--datasets", "3", "--n", "200", "--designs", "C",
+                 "--cfr-inference", "bootstrap:3", "--out", str(tmp_path)] + TINY) == 0
+    raw = pd.read_csv(tmp_path / "coverage_raw.csv")
+    assert sorted(raw["method"].unique()) == ["CFR", "CausalForestDML", "DRLearner", "LinearDML"]
+    assert sorted(raw["seed"].unique()) == [0, 1, 2]
+    np.testing.assert_allclose(raw["ate_true"], 1.0)  # design C: tau = 1
+    assert raw["ate_covered"].isin([0.0, 1.0]).all()  # every method, CFR included, has one
+    expected = (raw["ate_lower"] <= 1.0) & (1.0 <= raw["ate_upper"])
+    np.testing.assert_array_equal(raw["ate_covered"].astype(bool), expected)
+    summary = pd.read_csv(tmp_path / "coverage_summary.csv").set_index("method")
+    means = raw.groupby("method")["ate_covered"].mean()
+    np.testing.assert_allclose(summary.loc[means.index, "ate_covered_mean"], means)
+    assert "ATE coverage" in (tmp_path / "coverage.md").read_text()
+
+
+def test_failed_fit_is_recorded_not_fatal(tmp_path, capsys):
+    assert main(["synthetic", "--n", "100", "--seeds", "0", "--designs", "C",
+                 "--methods", "CFR,TLearner", "--cfr-inference", "no-such-inference",
+                 "--out", str(tmp_path)] + TINY) == 0
+    raw = pd.read_csv(tmp_path / "synthetic_raw.csv").set_index("method")
+    assert "no-such-inference" in raw.loc["CFR", "error"]
+    assert np.isnan(raw.loc["CFR", "pehe"]) and np.isfinite(raw.loc["TLearner", "pehe"])
+    assert "1 of 2 fits failed" in capsys.readouterr().err
+    summary = pd.read_csv(tmp_path / "synthetic_summary.csv").set_index("method")
+    assert summary.loc["CFR", "runs"] == 0 and summary.loc["CFR", "failed"] == 1
