@@ -18,7 +18,8 @@ from torch.nn import functional as F
 
 from .ipm import imbalance
 
-__all__ = ["Eq3Terms", "arm_imbalance", "eq3", "factual", "factual_loss", "sample_weights"]
+__all__ = ["Eq3Terms", "arm_imbalance", "eq3", "factual", "factual_loss", "sample_weights",
+           "weighted_loss_sum"]
 
 
 class Eq3Terms(NamedTuple):
