@@ -34,19 +34,9 @@ DEFAULT_ALPHA_MMD = 1.0
 
 
 def _methods(value: str) -> list[str]:
-    if value.strip().lower() == "all":
-        return list(ALL_METHODS)
-    lookup = {m.lower(): m for m in ALL_METHODS}
-    lookup.update({"lr-1": "OLS-1", "lr-2": "OLS-2", "knn": "k-NN", "cfr": "CFR-Wass",
-                   "causal-forest": "CF", "xlearner": "X-learner", "drlearner": "DR-learner"})
-    out = []
-    for name in value.split(","):
-        key = name.strip().lower()
-        if key not in lookup:
-            raise argparse.ArgumentTypeError(
-                f"unknown method {name!r}; choose from {', '.join(ALL_METHODS)} or 'all'")
-        out.append(lookup[key])
-    return out
+    return report.parse_choices(value, ALL_METHODS, "method", {
+        "lr-1": "OLS-1", "lr-2": "OLS-2", "knn": "k-NN", "cfr": "CFR-Wass",
+        "causal-forest": "CF", "xlearner": "X-learner", "drlearner": "DR-learner"})
 
 
 def _floats(value: str) -> list[float]:

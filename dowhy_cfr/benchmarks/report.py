@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["summarize", "paper_table", "median_table", "wall_line", "write_outputs", "parse_range"]
+__all__ = ["summarize", "paper_table", "median_table", "wall_line", "write_outputs", "parse_range",
+           "parse_choices"]
 
 
 def parse_range(spec: str) -> list[int]:
@@ -112,3 +113,24 @@ def write_outputs(out_dir: str | os.PathLike | None, name: str, raw: pd.DataFram
     summary.to_csv(paths["summary"], index=False)
     paths["markdown"].write_text(markdown + "\n", encoding="utf-8")
     return paths
+
+
+def parse_choices(value: str, options, what: str, aliases: dict | None = None) -> list[str]:
+    """Comma-separated names from ``options`` (case-insensitive, ``aliases`` allowed) or
+    ``'all'``, for the command-line options; unknown names raise ``ArgumentTypeError``."""
+    import argparse
+
+    if value.strip().lower() == "all":
+        return list(options)
+    lookup = {o.lower(): o for o in options}
+    lookup.update(aliases or {})
+    out = []
+    for name in value.split(","):
+        key = name.strip().lower()
+        if key not in lookup:
+            raise argparse.ArgumentTypeError(
+                f"unknown {what} {name.strip()!r}; choose from {', '.join(options)} or 'all'")
+        out.append(lookup[key])
+    if not out:
+        raise argparse.ArgumentTypeError(f"no {what} given")
+    return out

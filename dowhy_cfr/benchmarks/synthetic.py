@@ -385,30 +385,14 @@ def _settings_line(settings: dict) -> str:
 
 
 # ------------------------------------------------------------------------------ CLI
-def _choices(value: str, options, what: str) -> list[str]:
-    if value.strip().lower() == "all":
-        return list(options)
-    lookup = {o.lower(): o for o in options}
-    out = []
-    for name in value.split(","):
-        key = name.strip().lower()
-        if key not in lookup:
-            raise argparse.ArgumentTypeError(
-                f"unknown {what} {name.strip()!r}; choose from {', '.join(options)} or 'all'")
-        out.append(lookup[key])
-    if not out:
-        raise argparse.ArgumentTypeError(f"no {what} given")
-    return out
-
-
 def parse_methods(value: str) -> list[str]:
     """``--methods``: comma-separated ``SYNTHETIC_METHODS`` (any case) or ``all``."""
-    return _choices(value, SYNTHETIC_METHODS, "method")
+    return report.parse_choices(value, SYNTHETIC_METHODS, "method")
 
 
 def parse_designs(value: str) -> list[str]:
     """``--designs``: comma-separated letters of ``DESIGNS`` or ``all``."""
-    return _choices(value, DESIGNS, "design")
+    return report.parse_choices(value, DESIGNS, "design")
 
 
 def parse_sizes(value: str) -> list[int]:
