@@ -46,8 +46,8 @@ def test_designs_b_c_d_formulas():
     b = simulate("B", 500, random_state=1)
     np.testing.assert_allclose(b.e, 0.5)
     np.testing.assert_allclose(b.tau, b.x[:, 0] + np.log1p(np.exp(b.x[:, 1])))
-    np.testing.assert_allclose(
-        b.b, np.maximum(np.maximum(b.x[:, 0] + b.x[:, 1], b.x[:, 2]), 0) + _relu(b.x[:, 3] + b.x[:, 4]))
+    first = np.maximum(np.maximum(b.x[:, 0] + b.x[:, 1], b.x[:, 2]), 0)
+    np.testing.assert_allclose(b.b, first + _relu(b.x[:, 3] + b.x[:, 4]))
     c = simulate("C", 500, random_state=1)
     np.testing.assert_array_equal(c.tau, 1.0)
     np.testing.assert_allclose(c.e, 1 / (1 + np.exp(c.x[:, 1] + c.x[:, 2])))
