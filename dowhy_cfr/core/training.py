@@ -66,7 +66,19 @@ def derive_seeds(seeds: Sequence[int]) -> tuple[list[int], list[int]]:
 
 
 def algorithm1(run: "StackedRun", config: CFRConfig) -> int:
-    """Algorithm 1 for the live models of a stack; returns the number of steps run."""
+    """Algorithm 1 of Shalit et al. (2017), for the live models of a stack (each model on its
+    own batches; their objectives are summed, so each gets its own gradient)::
+
+        compute u = share treated; w_i = t_i / (2u) + (1 - t_i) / (2(1 - u))      (line 2)
+        repeat:  sample a mini-batch                                              (line 4)
+                 factual loss   1/m sum_j w_j L(h_{t_j}(Phi(x_j)), y_j)           (lines 5-6)
+                 imbalance      IPM({Phi(x_j)}_{t_j=0}, {Phi(x_j)}_{t_j=1})       (line 7)
+                 objective      loss + alpha * IPM + lambda * R(h)       (Eq. 3, lines 8-9)
+                 gradient step on W (heads) and V (Phi)                          (lines 10-11)
+        until convergence: here, early stopping on the validation objective
+
+    Returns the number of steps run.
+    """
     step = 0
     for step in range(1, config.n_iter + 1):
         x, t, y = run.batches.next()  # line 4: a mini-batch with every arm present
