@@ -69,24 +69,25 @@ def algorithm1(run: "StackedRun", config: CFRConfig) -> int:
     """Algorithm 1 of Shalit et al. (2017), for the live models of a stack (each model on its
     own batches; their objectives are summed, so each gets its own gradient)::
 
-        compute u = share treated; w_i = t_i / (2u) + (1 - t_i) / (2(1 - u))      (line 2)
-        repeat:  sample a mini-batch                                              (line 4)
-                 factual loss   1/m sum_j w_j L(h_{t_j}(Phi(x_j)), y_j)           (lines 5-6)
-                 imbalance      IPM({Phi(x_j)}_{t_j=0}, {Phi(x_j)}_{t_j=1})       (line 7)
-                 objective      loss + alpha * IPM + lambda * R(h)       (Eq. 3, lines 8-9)
-                 gradient step on W (heads) and V (Phi)                          (lines 10-11)
-        until convergence: here, early stopping on the validation objective
+        u = share treated;  w_i = t_i / (2u) + (1 - t_i) / (2(1 - u))
+        while not converged:
+            sample a mini-batch {j}
+            factual loss   1/m sum_j w_j L(h_{t_j}(Phi(x_j)), y_j)
+            imbalance      IPM({Phi(x_j)}_{t_j=0}, {Phi(x_j)}_{t_j=1})
+            objective      factual loss + alpha * imbalance + lambda * R(h)      (Eq. 3)
+            one Adam step on the weights of Phi and of the heads h_0, h_1
+        converged: early stopping on the validation objective (``StackedRun.validate``)
 
     Returns the number of steps run.
     """
     step = 0
     for step in range(1, config.n_iter + 1):
-        x, t, y = run.batches.next()  # line 4: a mini-batch with every arm present
+        x, t, y = run.batches.next()  # a mini-batch with every arm present
         phi, outputs = run.forward(x)  # Phi(x_i) and every head h_a(Phi(x_i))
-        terms = run.batch_eq3(phi, outputs, t, y)  # lines 5-9: w_i, factual loss, IPM, L2
+        terms = run.batch_eq3(phi, outputs, t, y)  # Eq. 3: weighted factual loss, IPM, L2
         run.optimizer.zero_grad(set_to_none=True)
-        terms.objective.sum().backward()  # line 10: each model's gradient of its Eq. 3
-        run.optimizer.step()  # line 11: Adam
+        terms.objective.sum().backward()  # each model's gradient of its own Eq. 3
+        run.optimizer.step()  # Adam
         run.after_step(step, terms)  # staircase learning-rate decay, running means
         if step % config.eval_every == 0 or step == config.n_iter:
             if not run.validate(step):  # checkpoints, early stopping, compaction
