@@ -28,9 +28,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .core import CFRConfig
+from .core import CFRConfig, CFRNet
 from .fitted import (Columns, FinalStage, FittedCFR, FittedMembers, Preprocessing,
-                     TreatmentEncoding, build_net)
+                     TreatmentEncoding)
 
 FORMAT_VERSION = 1
 
@@ -141,7 +141,8 @@ def _read(path: Path):
 
 
 def _members(state, arrays, config: CFRConfig) -> FittedMembers:
-    net = build_net(config, state["d_in"], [0] * state["n_models"], state["n_arms"])
+    net = CFRNet.from_config(config, state["d_in"], [0] * state["n_models"],
+                             n_arms=state["n_arms"])
     with torch.no_grad():
         for i, p in enumerate(net.parameters()):
             p.copy_(torch.from_numpy(arrays[f"param/{i}"]))

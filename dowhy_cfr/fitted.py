@@ -33,7 +33,7 @@ from .core import CFRConfig, CFRNet, TrainResult, predict
 from .core.training import derive_seeds
 
 __all__ = ["TreatmentEncoding", "Columns", "Preprocessing", "FittedMembers", "FinalStage",
-           "FittedCFR", "encode_treatment", "build_net", "standardize", "history_frame", "plain", "sklearn_seed",
+           "FittedCFR", "encode_treatment", "standardize", "history_frame", "plain", "sklearn_seed",
            "MAX_ARMS"]
 
 #: More distinct treatment values than this are taken for a continuous treatment (an error).
@@ -288,11 +288,6 @@ class FittedMembers:
                              self.n_iter, rows[0], rows[1], None)
 
 
-def build_net(config: CFRConfig, d_in: int, seeds, n_arms: int, device="cpu") -> CFRNet:
-    """A ``CFRNet`` with the architecture of ``config`` (its weights drawn from ``seeds``)."""
-    return CFRNet(d_in, seeds, n_arms=n_arms, device=device, **config.network_kwargs())
-
-
 # ----------------------------------------------------------------------------- final stage
 @dataclass
 class FinalStage:
@@ -344,7 +339,8 @@ class FittedCFR:
         net = self.members.net
         if at_init:
             init_seed = derive_seeds([self.members.seeds[member]])[0]
-            net = build_net(self.config, xw_std.shape[1], init_seed, self.encoding.n_arms)
+            net = CFRNet.from_config(self.config, xw_std.shape[1], init_seed,
+                                     n_arms=self.encoding.n_arms)
             member = 0
         _, phi = predict(net, torch.as_tensor(xw_std, dtype=torch.float32), representation=True)
         return phi[member].double().cpu().numpy()

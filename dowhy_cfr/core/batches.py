@@ -1,4 +1,4 @@
-"""Sources of training mini-batches for ``K`` stacked models (Algorithm 1, line 4).
+"""Sources of training mini-batches for ``K`` stacked models (Algorithm 1's sampling step).
 
 Every source has the same small interface: ``next()`` returns one batch ``(x, t, y)`` for each
 model still training, shapes (K, B, d), (K, B), (K, B), with every treatment arm present; and
@@ -51,8 +51,6 @@ class InMemoryBatches:
         self.n_arms = n_arms
         self.gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
         self.train_arms = self._take(t, train_idx).cpu()
-        self.arm_positions = [[torch.nonzero(self.train_arms[j] == a).flatten()
-                               for a in range(n_arms)] for j in range(k)]
         self.leftover = [torch.empty(0, dtype=torch.long) for _ in seeds]
         self.buffer = torch.empty(k, 0, batch_size, dtype=torch.long)
         self.cursor = 0
@@ -63,7 +61,6 @@ class InMemoryBatches:
     def keep(self, mask: torch.Tensor) -> None:
         idx = torch.nonzero(mask.cpu()).flatten().tolist()
         self.gens = [self.gens[i] for i in idx]
-        self.arm_positions = [self.arm_positions[i] for i in idx]
         self.leftover = [self.leftover[i] for i in idx]
         self.buffer, self.train_arms = self.buffer[idx], self.train_arms[idx]
         self.train_idx = self.train_idx[mask.to(self.train_idx.device)]
@@ -103,7 +100,7 @@ class InMemoryBatches:
         for k, b in torch.nonzero(~present.all(2)).tolist():
             slot = self.batch_size - 1
             for a in torch.nonzero(~present[k, b]).flatten().tolist():
-                cand = self.arm_positions[k][a]
+                cand = torch.nonzero(self.train_arms[k] == a).flatten()
                 self.buffer[k, b, slot] = cand[int(torch.randint(len(cand), (1,),
                                                                  generator=self.gens[k]))]
                 slot -= 1

@@ -123,6 +123,14 @@ class CFRNet(nn.Module):
             ]
         )
 
+    @classmethod
+    def from_config(cls, config: CFRConfig, d_in: int, seeds: Sequence[int], *, n_arms: int = 2,
+                    dtype: torch.dtype = torch.float32,
+                    device: torch.device | str = "cpu") -> "CFRNet":
+        """``K = len(seeds)`` networks with the architecture of ``config``."""
+        return cls(d_in, seeds, n_arms=n_arms, dtype=dtype, device=device,
+                   **config.network_kwargs())
+
     def representation(self, x: torch.Tensor) -> torch.Tensor:
         """Phi(x): (K, B, d_in) -> (K, B, rep_dim)."""
         h = x

@@ -184,8 +184,8 @@ class StackedRun:
         if not config.reweight_sample:
             self.shares = torch.full_like(self.shares, 1.0 / n_arms)  # all weights 1
         init_seeds, batch_seeds = derive_seeds(seeds)
-        self.net = CFRNet(x.shape[-1], init_seeds, n_arms=n_arms, dtype=x.dtype, device=device,
-                          **config.network_kwargs())
+        self.net = CFRNet.from_config(config, x.shape[-1], init_seeds, n_arms=n_arms,
+                                      dtype=x.dtype, device=device)
         if model_wrapper is not None and k != 1:
             raise ValueError("model_wrapper (distributed training) needs a single model (K=1)")
         self.forward = self.net if model_wrapper is None else model_wrapper(self.net)
