@@ -67,7 +67,10 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         The IPM: entropic Wasserstein-1 (CFR-Wass, the default), the same with squared Euclidean
         cost, squared linear MMD (the paper's CFR-MMD) or unbiased Gaussian-kernel MMD.
     weight_decay : float
-        L2 penalty lambda of Eq. 3 on the outcome heads' weights (``p_lambda``).
+        L2 penalty lambda of Eq. 3 on the outcome heads' weights (``p_lambda``). Unlike alpha's
+        default, it is not adapted to the standardised outcome: relative to the loss it is
+        var(y) times the paper's strength, which measured no different from rescaling it
+        (``docs/parameters.md``).
     rep_weight_decay : bool
         Also penalise the representation's weights.
     n_rep_layers, rep_dim : int
