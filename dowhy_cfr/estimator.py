@@ -57,20 +57,16 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         is computed on the standardised outcome, so ``alpha`` does not depend on the units of Y.
         The paper's alpha = 0.3 was set on raw IHDP outcomes, whose variance is about 4 for a
         typical realization; on the standardised scale that corresponds to roughly 0.075. The
-        default was chosen by measurement on IHDP (see ``docs/results.md``). ``"auto"`` selects
-        alpha from :data:`dowhy_cfr.core.ALPHA_GRID` (a list selects from its values): every
-        candidate (times ``n_ensemble``) trains in one stacked pass and the one with the lowest
-        R-loss (:func:`dowhy_cfr.metrics.r_loss`, nuisances cross-fitted) on each member's
-        validation units is kept; see ``alpha_`` and ``alpha_scores_``. It costs one network per
-        candidate and needs a binary treatment.
+        default was chosen by measurement on IHDP (see ``docs/results.md``). ``"auto"`` (or a
+        list) selects from :data:`dowhy_cfr.core.ALPHA_GRID` (the list) in one stacked pass, by
+        the R-loss (:func:`dowhy_cfr.metrics.r_loss`) on the members' validation units; see
+        ``alpha_``, ``alpha_scores_`` and ``docs/parameters.md``. Binary treatments only.
     ipm : {"wass", "wass2", "mmd2_lin", "mmd2_rbf"}
         The IPM: entropic Wasserstein-1 (CFR-Wass, the default), the same with squared Euclidean
         cost, squared linear MMD (the paper's CFR-MMD) or unbiased Gaussian-kernel MMD.
     weight_decay : float
-        L2 penalty lambda of Eq. 3 on the outcome heads' weights (``p_lambda``). Unlike alpha's
-        default, it is not adapted to the standardised outcome: relative to the loss it is
-        var(y) times the paper's strength, which measured no different from rescaling it
-        (``docs/parameters.md``).
+        L2 penalty lambda of Eq. 3 on the heads' weights (``p_lambda``); on the standardised
+        loss, var(y) times the paper's strength: measured as good as rescaled (see docs).
     rep_weight_decay : bool
         Also penalise the representation's weights.
     n_rep_layers, rep_dim : int
