@@ -124,3 +124,23 @@ def test_dr_pseudo_outcome_rejects_unclipped_propensity(design_d, bad, match):
     args.update(bad)
     with pytest.raises(ValueError, match=match):
         dr_pseudo_outcome(**args)
+
+
+def test_stacked_bootstrap_refits_the_selected_alpha(confounded):
+    from dowhy_cfr import CFRBootstrapInference
+
+    X, T, Y, _ = confounded
+    est = CFR(alpha=[0.0, 0.2], **dict(TINY, n_iter=40)).fit(
+        Y, T, X=X, inference=CFRBootstrapInference(3, random_state=0))
+    replicas = est._inference._est._instances
+    assert [r.alpha_ for r in replicas] == [est.alpha_] * 3
+    lo, hi = est.ate_interval(X)
+    assert lo <= hi
+
+
+def test_save_and_load_keep_the_selected_alpha(auto_fit, confounded, tmp_path):
+    X = confounded[0]
+    loaded = CFR.load(auto_fit.save(tmp_path / "auto.zip"))
+    assert loaded.alpha == "auto" and loaded.alpha_ == auto_fit.alpha_
+    assert loaded.alpha_scores_ is None  # the scores are not saved
+    np.testing.assert_array_equal(loaded.effect(X[:5]), auto_fit.effect(X[:5]))
