@@ -144,3 +144,13 @@ def test_save_and_load_keep_the_selected_alpha(auto_fit, confounded, tmp_path):
     assert loaded.alpha == "auto" and loaded.alpha_ == auto_fit.alpha_
     assert loaded.alpha_scores_ is None  # the scores are not saved
     np.testing.assert_array_equal(loaded.effect(X[:5]), auto_fit.effect(X[:5]))
+
+
+def test_plots_name_the_selected_alpha(auto_fit):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from dowhy_cfr.plotting import plot_history
+
+    fig = plot_history(auto_fit)  # alpha="auto" is no number: the title shows alpha_
+    assert f"alpha={auto_fit.alpha_:g}" in fig.get_suptitle()
