@@ -52,17 +52,21 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
 
     Parameters
     ----------
-    alpha : float, default 0.05
+    alpha : float, "auto" or list of float, default 0.05
         Weight of the imbalance penalty (alpha of Eq. 3); ``alpha=0`` is TARNet. The factual loss
         is computed on the standardised outcome, so ``alpha`` does not depend on the units of Y.
         The paper's alpha = 0.3 was set on raw IHDP outcomes, whose variance is about 4 for a
         typical realization; on the standardised scale that corresponds to roughly 0.075. The
-        default was chosen by measurement on IHDP (see ``docs/results.md``).
+        default was chosen by measurement on IHDP (see ``docs/results.md``). ``"auto"`` (or a
+        list) selects from :data:`dowhy_cfr.core.ALPHA_GRID` (the list) in one stacked pass, by
+        the R-loss (:func:`dowhy_cfr.metrics.r_loss`) on the members' validation units; see
+        ``alpha_``, ``alpha_scores_`` and ``docs/parameters.md``. Binary treatments only.
     ipm : {"wass", "wass2", "mmd2_lin", "mmd2_rbf"}
         The IPM: entropic Wasserstein-1 (CFR-Wass, the default), the same with squared Euclidean
         cost, squared linear MMD (the paper's CFR-MMD) or unbiased Gaussian-kernel MMD.
     weight_decay : float
-        L2 penalty lambda of Eq. 3 on the outcome heads' weights (``p_lambda``).
+        L2 penalty lambda of Eq. 3 on the heads' weights (``p_lambda``); on the standardised
+        loss, var(y) times the paper's strength: measured as good as rescaled (see docs).
     rep_weight_decay : bool
         Also penalise the representation's weights.
     n_rep_layers, rep_dim : int
@@ -135,6 +139,12 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         Steps run (fewer than ``n_iter`` when every member stopped early).
     config_ : CFRConfig
         The core configuration used.
+    alpha_ : float
+        The alpha used (the selected one with ``alpha="auto"`` or a list).
+    alpha_scores_ : pandas.DataFrame or None
+        With ``alpha="auto"`` or a list: one row per candidate alpha, its validation criteria
+        (``nn_pehe``, ``r_loss``, ``dr_loss``, mean over the ensemble members; lower is better)
+        and ``selected``. None otherwise (and after ``load``).
     model_final_ : list of fitted regressors or None
         The final-stage models, one per treated arm (only when W was given).
     seeds_, loss_ : list of int, str
@@ -179,6 +189,8 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
     seeds_ = _fitted("members.seeds", "seeds_ (the members' seeds)")
     training_result_ = _fitted("members.result", "training_result_ (the core's result)")
     config_ = _fitted("config", "config_ (the core configuration used)")
+    alpha_ = _fitted("config.alpha", "alpha_ (the alpha used)")
+    alpha_scores_ = _fitted("alpha_scores", "alpha_scores_ (the alpha candidates' scores)")
     loss_ = _fitted("preprocessing.loss", "loss_ (the loss used)")
     model_final_ = _fitted("final.models", "model_final_ (the final-stage models)")
     n_features_in_ = _fitted("columns.n_features", "n_features_in_ (columns of X and W)")
@@ -235,6 +247,8 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         """``n_replicas`` fitted copies on within-arm resamples (:func:`dowhy_cfr.fitting.bootstrap`);
         ``n_steps``: that many steps each, without early stopping (None: as the estimator)."""
         template = clone(self)
+        if fitting.alpha_grid(self.alpha) is not None:
+            template.set_params(alpha=self.alpha_)  # the replicas refit the selected alpha
         if n_steps is not None:
             template.set_params(n_iter=int(n_steps), patience=None)
         base = self.random_state if random_state is None else random_state

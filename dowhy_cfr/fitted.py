@@ -318,6 +318,7 @@ class FittedCFR:
     tau_fit_mean: np.ndarray | None = None  # mean effect over the fitted units (X=None)
     final: FinalStage | None = None
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    alpha_scores: pd.DataFrame | None = None  # alpha="auto": the candidates' scores (not saved)
 
     def features(self, X, W=None) -> np.ndarray:
         """Standardised network input of new units."""

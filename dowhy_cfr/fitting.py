@@ -10,6 +10,7 @@ training (:mod:`dowhy_cfr.streaming`, :mod:`dowhy_cfr.distributed`) reuse the he
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import warnings
 
@@ -20,13 +21,14 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
 
 from . import _validation as V
-from .core import CFRConfig, TrainingDivergedError, train_cfr
+from .core import ALPHA_GRID, CFRConfig, TrainingDivergedError, train_cfr
 from .fitted import (Columns, FittedCFR, FittedMembers, Preprocessing, encode_treatment, plain,
                      sklearn_seed)
+from .metrics import SELECTION_CRITERIA, cross_fit_nuisances, selection_scores
 
-__all__ = ["CONFIG_FIELDS", "config_from", "resolve_device", "draw_seeds", "show_progress",
-           "check_n_ensemble", "resolve_loss", "check_fit_inputs", "split", "train", "fit",
-           "fit_stacked", "bootstrap"]
+__all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "config_from", "alpha_grid", "resolve_device",
+           "draw_seeds", "show_progress", "check_n_ensemble", "resolve_loss", "check_fit_inputs",
+           "split", "train", "fit", "select_alpha", "fit_stacked", "bootstrap"]
 
 #: The estimator parameters that are fields of the core's :class:`~dowhy_cfr.core.CFRConfig`
 #: (``loss`` is resolved from the data; ``max_eval_units`` keeps the core's default).
@@ -34,11 +36,43 @@ CONFIG_FIELDS = tuple(f for f in CFRConfig.__dataclass_fields__ if f not in ("lo
 _SEED_HIGH = 2**31 - 1
 
 
-def config_from(est, loss: str) -> CFRConfig:
+#: The criterion ``alpha="auto"`` selects by (see ``docs/parameters.md``, "Choosing alpha
+#: without ground truth"): one of :data:`dowhy_cfr.metrics.SELECTION_CRITERIA`.
+ALPHA_CRITERION = "r_loss"
+
+
+def config_from(est, loss: str, alpha: float | None = None) -> CFRConfig:
     """The validated core configuration of the estimator's parameters, for ``loss`` (a core field
-    the estimator has no parameter for keeps CFRConfig's default)."""
+    the estimator has no parameter for keeps CFRConfig's default); ``alpha`` replaces the
+    estimator's (needed when that is ``"auto"`` or a grid: only :func:`fit` selects alpha)."""
     params = {f: getattr(est, f) for f in CONFIG_FIELDS if hasattr(est, f)}
+    if alpha is not None:
+        params["alpha"] = alpha
+    elif alpha_grid(params.get("alpha", 0.0)) is not None:
+        raise ValueError(f"alpha={params['alpha']!r} (selection from a grid) is supported by "
+                         f"CFR.fit only; give a number here, e.g. the alpha_ a fit selected")
     return CFRConfig(loss=loss, **params).validate()
+
+
+def alpha_grid(alpha) -> list[float] | None:
+    """The candidates of ``alpha``: None for a number (no selection), :data:`ALPHA_GRID` for
+    ``"auto"``, the values of a list or tuple of numbers >= 0 (at least two, no repeats)."""
+    if isinstance(alpha, str):
+        if alpha != "auto":
+            raise ValueError(f"alpha={alpha!r} is invalid: give a number >= 0, 'auto' or a list "
+                             f"of numbers to select from")
+        return list(ALPHA_GRID)
+    if not isinstance(alpha, (list, tuple, np.ndarray)):
+        return None  # a number: CFRConfig.validate checks it
+    values = np.asarray(alpha, dtype=object).ravel().tolist()
+    if len(values) < 2 or not all(
+            isinstance(a, (int, float, np.integer, np.floating)) and not isinstance(a, bool)
+            and np.isfinite(a) and a >= 0 for a in values):
+        raise ValueError(f"alpha={alpha!r} is invalid as a grid: give at least two finite "
+                         f"numbers >= 0 to select from (or 'auto' for {list(ALPHA_GRID)})")
+    if len(set(float(a) for a in values)) != len(values):
+        raise ValueError(f"alpha={alpha!r} repeats a value; give each candidate once")
+    return [float(a) for a in values]
 
 
 def resolve_device(device) -> torch.device:
@@ -156,14 +190,16 @@ def clamp_batch_size(config: CFRConfig, n_train: int) -> None:
 
 
 def train(est, xw, arms, y, seeds, *, encoding, columns, rows=None, fixed_split=None,
-          drop_failed=False) -> FittedCFR:
+          drop_failed=False, alpha=None) -> FittedCFR:
     """Train ``K = len(seeds)`` networks: member k on outcomes ``y[k]`` / arms ``arms[k]``
     (shape (K, n)) of the units ``rows[k]`` (default: all), sharing the covariates ``xw``.
 
     ``fixed_split = (train_rows, val_rows)`` (each (K, m)) fixes the training/validation units
     instead of splitting ``rows`` (the bootstrap resamples each side of a unit-level split).
     A member whose training diverged before any checkpoint is dropped with a warning if
-    ``drop_failed`` (ensemble members: the others still make an ensemble), else an error.
+    ``drop_failed`` (ensemble members: the others still make an ensemble), kept (with its
+    initial weights, flagged in ``members.result.failed``) if ``drop_failed="keep"``, else an
+    error. ``alpha``: one value per member (candidates of a selection), else the estimator's.
     """
     k = len(seeds)
     if fixed_split is not None:
@@ -171,7 +207,7 @@ def train(est, xw, arms, y, seeds, *, encoding, columns, rows=None, fixed_split=
     elif rows is None:
         rows = np.tile(np.arange(xw.shape[0]), (k, 1))
     loss = resolve_loss(est.loss, y)
-    config = config_from(est, loss)
+    config = config_from(est, loss, None if alpha is None else float(alpha[0]))
     pre = Preprocessing.fit(loss, xw, y, rows)
     train_rows, val_rows = fixed_split or split(arms, rows, seeds, config, encoding)
     clamp_batch_size(config, train_rows.shape[1])
@@ -188,11 +224,12 @@ def train(est, xw, arms, y, seeds, *, encoding, columns, rows=None, fixed_split=
         per_model_data=True,
         device=device,
         progress=show_progress(est.verbose),
+        alpha=alpha,
     )
     members = FittedMembers.from_result(result, seeds, train_rows, val_rows)
     fitted = FittedCFR(config, encoding, columns, pre, members, device=device)
     failed = np.flatnonzero(result.failed).tolist()
-    if not failed:
+    if not failed or drop_failed == "keep":
         return fitted
     message = (f"the training of member(s) {failed} of {k} diverged before any checkpoint was "
                f"kept; lower learning_rate, alpha or weight_decay, or check the inputs for "
@@ -205,12 +242,54 @@ def train(est, xw, arms, y, seeds, *, encoding, columns, rows=None, fixed_split=
 
 def fit(est, Y, T, X, W=None) -> FittedCFR:
     """What ``est.fit(Y, T, X=X, W=W)`` stores: ``n_ensemble`` networks trained together."""
+    grid = alpha_grid(est.alpha)
     xw, arms, y, columns, encoding = check_fit_inputs(Y, T, X, W, est.categories)
     k = check_n_ensemble(est)
     seeds = draw_seeds(est.random_state, k)
+    if grid is not None:
+        return select_alpha(est, grid, xw, arms, y, seeds, encoding, columns).summarise(
+            xw, est.model_final)
     fitted = train(est, xw, np.tile(arms, (k, 1)), np.tile(y, (k, 1)), seeds,
                    encoding=encoding, columns=columns, drop_failed=True)
     return fitted.summarise(xw, est.model_final)
+
+
+def select_alpha(est, grid, xw, arms, y, seeds, encoding, columns) -> FittedCFR:
+    """``alpha="auto"`` (or a grid): the ensemble of the alpha with the best validation score.
+
+    Every candidate alpha's ``E = len(seeds)`` members train in one stack of ``G * E`` networks;
+    candidate g's member j has seed ``seeds[j]`` (so the same validation split and initial
+    weights for every alpha). Each member is scored on its own validation units by the criteria
+    of :func:`dowhy_cfr.metrics.selection_scores`, with nuisances cross-fitted on all units
+    (:func:`dowhy_cfr.metrics.cross_fit_nuisances`); an alpha's score is the mean over its
+    members, and :data:`ALPHA_CRITERION` decides. Ties go to the first in the grid.
+    """
+    if encoding.n_arms != 2:
+        raise ValueError(f"alpha={est.alpha!r} (selection) needs a binary treatment; T has "
+                         f"{encoding.n_arms} arms: give a number")
+    g, e = len(grid), len(seeds)
+    fitted = train(est, xw, np.tile(arms, (g * e, 1)), np.tile(y, (g * e, 1)), seeds * g,
+                   encoding=encoding, columns=columns, drop_failed="keep",
+                   alpha=np.repeat(grid, e).tolist())
+    nuisances = cross_fit_nuisances(xw, y, arms, random_state=sklearn_seed(seeds[0]))
+    out = fitted.outputs(fitted.preprocessing.x(xw))
+    tau = out[:, 1] - out[:, 0]
+    failed = fitted.members.result.failed
+    rows = []
+    for k in range(g * e):
+        scores = (dict.fromkeys(SELECTION_CRITERIA, np.inf) if failed[k] else selection_scores(
+            tau[k], fitted.members.val_rows[k], xw, y, arms, nuisances))
+        rows.append({"alpha": grid[k // e], "member": k % e, **scores})
+    table = pd.DataFrame(rows).groupby("alpha", sort=False)[list(SELECTION_CRITERIA)].mean()
+    best = int(np.argmin(table[ALPHA_CRITERION].to_numpy()))
+    if not np.isfinite(table[ALPHA_CRITERION].iloc[best]):
+        raise TrainingDivergedError("the training of every alpha candidate diverged; lower "
+                                    "learning_rate or weight_decay, or check the inputs")
+    members = [k for k in range(best * e, (best + 1) * e) if not failed[k]]
+    chosen = fitted.select(members)
+    chosen.config = dataclasses.replace(chosen.config, alpha=grid[best])
+    chosen.alpha_scores = table.reset_index().assign(selected=lambda d: d.index == best)
+    return chosen
 
 
 def _stacked_inputs(Y, T):

@@ -21,15 +21,28 @@ Model selection from observed data only (supplement C.1):
 * :func:`nn_ite` / :func:`nn_pehe` -- the nearest-neighbour surrogate of the PEHE: the observed
   outcome of a unit's nearest neighbour (raw covariates, Euclidean distance) in the opposite arm
   stands in for its counterfactual outcome.
+* :func:`r_loss` -- the R-loss of Nie & Wager (2021), from cross-fitted ``m(x) = E[y | x]`` and
+  ``e(x) = P(t = 1 | x)``;
+* :func:`dr_pseudo_outcome` / :func:`dr_loss` -- the squared distance to the doubly robust (AIPW)
+  pseudo-outcome (Kennedy 2023), from cross-fitted ``mu0``, ``mu1`` and ``e``;
+* :func:`cross_fit_nuisances` -- those nuisance functions, out of fold.
 
 All functions take array-likes and return Python floats (or arrays / data frames where stated).
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 from scipy.spatial import cKDTree
+from sklearn.base import clone
+from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import StratifiedKFold
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from . import _validation as V
 
@@ -43,6 +56,13 @@ __all__ = [
     "policy_curve",
     "nn_ite",
     "nn_pehe",
+    "Nuisances",
+    "cross_fit_nuisances",
+    "r_loss",
+    "dr_pseudo_outcome",
+    "dr_loss",
+    "SELECTION_CRITERIA",
+    "selection_scores",
 ]
 
 
@@ -336,3 +356,192 @@ def nn_pehe(tau_hat, x, y, t, *, x_ref=None, y_ref=None, t_ref=None) -> float:
     """
     proxy = nn_ite(x, y, t, x_ref=x_ref, y_ref=y_ref, t_ref=t_ref)
     return sqrt_pehe(proxy, V.as_vector("tau_hat", tau_hat, proxy.shape[0]))
+
+
+# ------------------------------------------------------------- R-loss and DR pseudo-outcome loss
+class Nuisances(NamedTuple):
+    """Out-of-fold nuisance predictions for each unit (arrays of shape (n,))."""
+
+    e: np.ndarray  # propensity P(t = 1 | x), clipped to [clip, 1 - clip]
+    m: np.ndarray  # outcome regression E[y | x] (both arms)
+    mu0: np.ndarray  # E[y | x, t = 0]
+    mu1: np.ndarray  # E[y | x, t = 1]
+
+
+def cross_fit_nuisances(x, y, t, *, n_folds: int = 5, outcome_model=None, propensity_model=None,
+                        clip: float = 0.01, random_state=None) -> Nuisances:
+    """Cross-fitted nuisance functions for :func:`r_loss` and :func:`dr_loss`.
+
+    The units are split into ``n_folds`` folds stratified by treatment
+    (:class:`~sklearn.model_selection.StratifiedKFold`); each fold's predictions come from models
+    fitted on the other folds (Chernozhukov et al. 2018), so no unit's own outcome enters its
+    nuisance values. Fitted per fold: ``e(x) = P(t=1 | x)`` (classifier), ``m(x) = E[y | x]``
+    on all units, ``mu0`` on the controls and ``mu1`` on the treated (regressors).
+
+    Parameters
+    ----------
+    x : array_like, shape (n, d)
+        Covariates.
+    y : array_like, shape (n,)
+        Observed outcomes.
+    t : array_like of 0/1, shape (n,)
+        Treatment.
+    n_folds : int, default 5
+    outcome_model : sklearn regressor, optional
+        Default ``HistGradientBoostingRegressor(max_iter=100, min_samples_leaf=20)``.
+    propensity_model : sklearn classifier with ``predict_proba``, optional
+        Default: standardised covariates, then ``LogisticRegression()`` (L2, C = 1).
+    clip : float, default 0.01
+        The propensity is clipped to ``[clip, 1 - clip]`` (the pseudo-outcome divides by it).
+    random_state : int, optional
+        Seed of the folds and of the models.
+
+    Returns
+    -------
+    Nuisances
+    """
+    x = np.asarray(x, dtype=float)
+    y = V.as_vector("y", y, x.shape[0])
+    t = _binary("t", t, x.shape[0]).astype(int)
+    if min(t.sum(), (1 - t).sum()) < n_folds:
+        raise ValueError(f"each arm needs at least n_folds={n_folds} units for cross-fitting")
+    reg = outcome_model if outcome_model is not None else HistGradientBoostingRegressor(
+        max_iter=100, min_samples_leaf=20, random_state=random_state)
+    clf = propensity_model if propensity_model is not None else make_pipeline(
+        StandardScaler(), LogisticRegression(max_iter=1000))
+    out = np.zeros((4, x.shape[0]))
+    folds = StratifiedKFold(n_folds, shuffle=True, random_state=random_state)
+    for fit_rows, pred_rows in folds.split(x, t):
+        xf, yf, tf = x[fit_rows], y[fit_rows], t[fit_rows]
+        out[0, pred_rows] = clone(clf).fit(xf, tf).predict_proba(x[pred_rows])[:, 1]
+        out[1, pred_rows] = clone(reg).fit(xf, yf).predict(x[pred_rows])
+        for arm in (0, 1):
+            out[2 + arm, pred_rows] = clone(reg).fit(xf[tf == arm], yf[tf == arm]).predict(
+                x[pred_rows])
+    return Nuisances(np.clip(out[0], clip, 1 - clip), out[1], out[2], out[3])
+
+
+def r_loss(tau_hat, y, t, m, e) -> float:
+    """R-loss of Nie & Wager (2021): ``mean(((y - m(x)) - (t - e(x)) tau_hat(x))^2)``.
+
+    Robinson's decomposition ``y - m(x) = (t - e(x)) tau(x) + eps`` with ``E[eps | x, t] = 0``
+    makes the true ``tau`` the minimiser of the expected loss over all functions, for any
+    ``m`` and ``e`` equal to the true ``E[y | x]`` and ``P(t=1 | x)``; with cross-fitted
+    estimates the minimiser is close to ``tau`` (quasi-oracle). Lower is better. The loss keeps
+    the noise variance, so only differences between candidates on the same units are
+    meaningful.
+
+    Parameters
+    ----------
+    tau_hat : array_like, shape (n,)
+        Candidate effects on the evaluated units.
+    y, t : array_like, shape (n,)
+        Observed outcomes and 0/1 treatments of those units.
+    m, e : array_like, shape (n,)
+        Out-of-fold ``E[y | x]`` and propensity (:func:`cross_fit_nuisances`).
+
+    Returns
+    -------
+    float
+
+    References
+    ----------
+    Nie, X. and Wager, S. (2021). Quasi-oracle estimation of heterogeneous treatment effects.
+    Biometrika 108(2), 299-319.
+    """
+    y = V.as_vector("y", y)
+    n = y.shape[0]
+    tau_hat, m, e = (V.as_vector(k, v, n) for k, v in (("tau_hat", tau_hat), ("m", m), ("e", e)))
+    t = _binary("t", t, n)
+    return float(np.mean(((y - m) - (t - e) * tau_hat) ** 2))
+
+
+def dr_pseudo_outcome(y, t, e, mu0, mu1) -> np.ndarray:
+    """The doubly robust (AIPW) pseudo-outcome of each unit.
+
+    ``phi = mu1(x) - mu0(x) + t (y - mu1(x)) / e(x) - (1 - t) (y - mu0(x)) / (1 - e(x))``.
+    ``E[phi | x] = tau(x)`` when either the outcome models or the propensity are correct
+    (Robins, Rotnitzky & Zhao 1994; the DR-learner of Kennedy 2023 regresses it on ``x``).
+
+    Parameters
+    ----------
+    y, t : array_like, shape (n,)
+        Observed outcomes and 0/1 treatments.
+    e, mu0, mu1 : array_like, shape (n,)
+        Out-of-fold propensity and arm-wise outcome regressions (:func:`cross_fit_nuisances`).
+
+    Returns
+    -------
+    numpy.ndarray, shape (n,)
+    """
+    y = V.as_vector("y", y)
+    n = y.shape[0]
+    e, mu0, mu1 = (V.as_vector(k, v, n) for k, v in (("e", e), ("mu0", mu0), ("mu1", mu1)))
+    t = _binary("t", t, n).astype(float)
+    if not ((e > 0) & (e < 1)).all():
+        raise ValueError("e must lie strictly between 0 and 1; clip the propensity")
+    return mu1 - mu0 + t * (y - mu1) / e - (1 - t) * (y - mu0) / (1 - e)
+
+
+def dr_loss(tau_hat, y, t, e, mu0, mu1) -> float:
+    """DR pseudo-outcome loss: ``mean((phi_DR - tau_hat(x))^2)`` with :func:`dr_pseudo_outcome`.
+
+    Since ``E[phi | x] = tau(x)``, the expected loss is ``E[(tau_hat - tau)^2]`` (the PEHE) plus
+    a term that does not depend on ``tau_hat`` (up to the nuisance errors): differences between
+    candidates on the same units estimate differences of their PEHE (Kennedy 2023; Saito &
+    Yasui 2020 compare such criteria). Lower is better.
+
+    Parameters
+    ----------
+    tau_hat : array_like, shape (n,)
+        Candidate effects on the evaluated units.
+    y, t, e, mu0, mu1
+        As in :func:`dr_pseudo_outcome`.
+
+    Returns
+    -------
+    float
+
+    References
+    ----------
+    Kennedy, E. H. (2023). Towards optimal doubly robust estimation of heterogeneous causal
+    effects. Electronic Journal of Statistics 17(2), 3008-3049.
+    """
+    phi = dr_pseudo_outcome(y, t, e, mu0, mu1)
+    return float(np.mean((phi - V.as_vector("tau_hat", tau_hat, phi.shape[0])) ** 2))
+
+
+#: The criteria of :func:`selection_scores`, lower is better.
+SELECTION_CRITERIA = ("nn_pehe", "r_loss", "dr_loss")
+
+
+def selection_scores(tau_hat, units, x, y, t, nuisances: Nuisances) -> dict:
+    """The three selection criteria of a candidate's effects, on its validation ``units``.
+
+    ``nn_pehe`` (:func:`nn_pehe`, neighbours among all rows of ``x``), ``r_loss``
+    (:func:`r_loss`) and ``dr_loss`` (:func:`dr_loss`), each evaluated on the rows ``units``
+    only. None needs counterfactual outcomes.
+
+    Parameters
+    ----------
+    tau_hat : array_like, shape (n,)
+        The candidate's effects on all rows (only ``units`` are scored).
+    units : array_like of int
+        Rows to score (the candidate's validation units).
+    x, y, t : array_like
+        Raw covariates (n, d), outcomes and 0/1 treatments of all rows.
+    nuisances : Nuisances
+        Out-of-fold nuisance values of all rows (:func:`cross_fit_nuisances`).
+
+    Returns
+    -------
+    dict
+        ``{"nn_pehe": float, "r_loss": float, "dr_loss": float}``.
+    """
+    u = np.asarray(units)
+    x = np.asarray(x, dtype=float)
+    y, t, tau_hat = np.asarray(y, dtype=float), np.asarray(t), np.asarray(tau_hat, dtype=float)
+    e, m, mu0, mu1 = (np.asarray(v)[u] for v in nuisances)
+    return {"nn_pehe": nn_pehe(tau_hat[u], x[u], y[u], t[u], x_ref=x, y_ref=y, t_ref=t),
+            "r_loss": r_loss(tau_hat[u], y[u], t[u], m, e),
+            "dr_loss": dr_loss(tau_hat[u], y[u], t[u], e, mu0, mu1)}

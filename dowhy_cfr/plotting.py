@@ -83,11 +83,21 @@ def _axes(axes, n: int, *, figsize, name: str = "axes"):
     return axs[0].figure, axs
 
 
+def _alpha_used(est) -> float | None:
+    """The alpha a fitted estimator used (the selected one with ``alpha="auto"``), else its
+    numeric ``alpha`` parameter, else None."""
+    try:
+        return float(est.alpha_)
+    except (AttributeError, TypeError):
+        alpha = getattr(est, "alpha", None)
+        return float(alpha) if isinstance(alpha, (int, float, np.number)) else None
+
+
 def _model_name(est) -> str:
     """'CFR' / 'TARNet' (a CFR with alpha = 0 is TARNet)."""
     name = type(est).__name__
-    alpha = getattr(est, "alpha", None)
-    if name == "CFR" and alpha is not None and float(alpha) == 0.0:
+    alpha = _alpha_used(est)
+    if name == "CFR" and alpha is not None and alpha == 0.0:
         return "CFR (alpha=0, i.e. TARNet)"
     return name
 
@@ -166,9 +176,9 @@ def plot_history(est, member: int = 0, *, axes=None):
         ax.legend()
 
     name = _model_name(est)
-    alpha = getattr(est, "alpha", None)
-    if alpha is not None and float(alpha) > 0:
-        what = f"ipm={ipm!r}, alpha={float(alpha):g}"
+    alpha = _alpha_used(est)
+    if alpha is not None and alpha > 0:
+        what = f"ipm={ipm!r}, alpha={alpha:g}"
     else:
         what = f"imbalance measured with ipm={ipm!r}, not penalised"
     n_members = len(np.atleast_1d(est.best_iteration_))

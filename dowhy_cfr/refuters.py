@@ -426,7 +426,7 @@ def representation_balance(
         arm_sizes={str(c): int(k) for c, k in zip(fitted.encoding.categories, counts)},
         n_permutations=n_permutations, member=member, random_state=random_state,
         estimator_name=type(cfr).__name__,
-        training_ipm=cfg.ipm, alpha=float(cfr.alpha), subsampled=bool(n_all > max_units),
+        training_ipm=cfg.ipm, alpha=float(cfg.alpha), subsampled=bool(n_all > max_units),
         significance_level=significance_level, min_reduction=min_reduction,
     )
     return RepresentationBalanceResult(

@@ -1,5 +1,6 @@
 import pytest
 import torch
+from threadpoolctl import threadpool_limits
 
 from helpers import TINY, make_confounded
 
@@ -20,4 +21,5 @@ def _torch_threads():
     # spinning makes them many times slower: tests run torch single-threaded. Session scope, so
     # that module-scoped fixtures that fit models run single-threaded too.
     torch.set_num_threads(1)
-    yield
+    with threadpool_limits(1):  # likewise OpenMP in scikit-learn's gradient boosting
+        yield

@@ -4,13 +4,14 @@ Only torch and numpy are imported here. Every tensor carries a leading model axi
 ``K`` independent networks train in one vectorised pass.
 """
 
-from .config import IPM_NAMES, LOSSES, NORMALIZATIONS, CFRConfig
+from .config import ALPHA_GRID, IPM_NAMES, LOSSES, NORMALIZATIONS, CFRConfig
 from .ipm import imbalance, mmd2_lin, mmd2_rbf, pairwise_sq_dists, wasserstein
 from .network import CFRNet, predict
 from .objective import sample_weights
 from .training import TrainingDivergedError, TrainResult, train_cfr
 
 __all__ = [
+    "ALPHA_GRID",
     "IPM_NAMES",
     "LOSSES",
     "NORMALIZATIONS",

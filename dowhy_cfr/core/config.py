@@ -11,11 +11,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["CFRConfig", "IPM_NAMES", "LOSSES", "NORMALIZATIONS"]
+__all__ = ["ALPHA_GRID", "CFRConfig", "IPM_NAMES", "LOSSES", "NORMALIZATIONS"]
 
 IPM_NAMES = ("wass", "wass2", "mmd2_lin", "mmd2_rbf")
 LOSSES = ("mse", "logloss")
 NORMALIZATIONS = ("divide", "none")
+#: The candidates of ``alpha="auto"`` (standardised-outcome scale; measured, docs/parameters.md).
+ALPHA_GRID = (0.01, 0.05, 0.2)
 
 _FLOATS = ("alpha", "weight_decay", "learning_rate", "lr_decay", "weight_init", "rbf_sigma",
            "wass_lambda", "val_fraction", "relative_patience")
