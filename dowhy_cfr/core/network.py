@@ -24,6 +24,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .config import NORMALIZATIONS, CFRConfig
+from .elementwise import elu
 
 __all__ = ["CFRNet", "NORMALIZATIONS", "predict"]
 
@@ -150,6 +151,21 @@ class CFRNet(nn.Module):
             if i < last:
                 h = F.elu(h)
         return h.squeeze(-1)
+
+    def head(self, phi: torch.Tensor, arm: int, models: torch.Tensor | None = None):
+        """One arm's outputs h_arm(Phi) on the rows of that arm only: (K', m, rep_dim) -> (K', m),
+        for the models ``models`` (stack positions; all K if None)."""
+        h = phi.contiguous()  # a slice's matrix product rounds differently for K = 1 and K > 1
+        last = len(self.head_weights) - 1
+        for i, (w, b) in enumerate(zip(self.head_weights, self.head_biases)):
+            w, b = w[:, arm], b[:, arm]
+            if models is not None:
+                w, b = w.index_select(0, models), b.index_select(0, models)
+            if i < last:
+                h = elu(_stacked_matmul(h, w, b))  # arm blocks of any size: see elementwise
+            else:  # a product-sum, not bmm: a matrix-vector bmm rounds differently for K = 1
+                h = (h * w.transpose(1, 2)).sum(-1) + b.squeeze(-1)
+        return h
 
     def forward(self, x: torch.Tensor):
         """Returns ``(phi, outputs)`` with outputs of shape (K, n_arms, B)."""
