@@ -152,20 +152,27 @@ class CFRNet(nn.Module):
                 h = F.elu(h)
         return h.squeeze(-1)
 
-    def head(self, phi: torch.Tensor, arm: int, models: torch.Tensor | None = None):
-        """One arm's outputs h_arm(Phi) on the rows of that arm only: (K', m, rep_dim) -> (K', m),
-        for the models ``models`` (stack positions; all K if None)."""
-        h = phi.contiguous()  # a slice's matrix product rounds differently for K = 1 and K > 1
-        last = len(self.head_weights) - 1
+    def factual_heads(self, blocks: Sequence[torch.Tensor],
+                      models: torch.Tensor | None = None) -> torch.Tensor:
+        """Each arm's head on that arm's rows only: ``blocks[a]`` (K', n_a, rep_dim) holds
+        Phi of arm a's rows; returns h_a(Phi) for every row, (K', sum n_a), in block order.
+        ``models``: the stack positions of the K' models (all K if None).
+
+        Half the head arithmetic of :meth:`heads` for two arms. The arms' pre-activations share one
+        ELU call, padded per model (:mod:`.elementwise`), so a model computes the same for any K.
+        """
+        sizes = [blk.shape[1] for blk in blocks]
+        hs, last = list(blocks), len(self.head_weights) - 1
         for i, (w, b) in enumerate(zip(self.head_weights, self.head_biases)):
-            w, b = w[:, arm], b[:, arm]
             if models is not None:
                 w, b = w.index_select(0, models), b.index_select(0, models)
-            if i < last:
-                h = elu(_stacked_matmul(h, w, b))  # arm blocks of any size: see elementwise
-            else:  # a product-sum, not bmm: a matrix-vector bmm rounds differently for K = 1
-                h = (h * w.transpose(1, 2)).sum(-1) + b.squeeze(-1)
-        return h
+            w, b = w.unbind(1), b.unbind(1)
+            if i == last:  # a product-sum, not bmm: a matrix-vector bmm rounds differently for K=1
+                return torch.cat([(h * w[a].transpose(1, 2)).sum(-1) + b[a].squeeze(-1)
+                                  for a, h in enumerate(hs)], 1)
+            hs = elu(torch.cat([_stacked_matmul(h, w[a], b[a]) for a, h in enumerate(hs)],
+                               1)).split(sizes, 1)
+        raise AssertionError("unreachable: every head ends with its linear output layer")
 
     def forward(self, x: torch.Tensor):
         """Returns ``(phi, outputs)`` with outputs of shape (K, n_arms, B)."""

@@ -260,8 +260,7 @@ class StackedRun:
             phi, outputs = self.net_forward(x)
             return phi, factual(outputs, t)
         phi = self.net.representation(x)
-        return phi, self._per_group(phi, lambda blocks, models: torch.cat(
-            [self.net.head(block, a, models) for a, block in enumerate(blocks)], 1))
+        return phi, self._per_group(phi, self.net.factual_heads)
 
     def batch_eq3(self, phi, pred, t, y) -> Eq3Terms:
         risk = (sample_weights(t, self.shares)
