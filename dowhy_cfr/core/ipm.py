@@ -237,12 +237,14 @@ def wasserstein_blocks(phi_t: torch.Tensor, phi_c: torch.Tensor, *,
     floor = _SINKHORN_FLOOR.get(cost.dtype, _SINKHORN_FLOOR_32)
     kernel = per_model(torch.exp,
                        (scaled.detach().amin(2, keepdim=True) - scaled).clamp(floor, 0.0))
-    a, b = 1.0 / phi_t.shape[1], 1.0 / phi_c.shape[1]
+    # the marginals 1/n_t and 1/n_c as 0-d tensors: one division per update, no scalar wrapping
+    a = torch.tensor(1.0 / phi_t.shape[1], dtype=cost.dtype, device=cost.device)
+    b = torch.tensor(1.0 / phi_c.shape[1], dtype=cost.dtype, device=cost.device)
     v = torch.ones_like(cost[:, 0])
     for _ in range(int(n_iter)):
         # products as sums, not bmm: the same rounding for K = 1 as in a stack (see _sinkhorn)
-        u = a / (kernel * v.unsqueeze(1)).sum(2)
-        v = b / (kernel * u.unsqueeze(2)).sum(1)
+        u = torch.div(a, (kernel * v.unsqueeze(1)).sum(2))
+        v = torch.div(b, (kernel * u.unsqueeze(2)).sum(1))
     plan = u.unsqueeze(2) * kernel * v.unsqueeze(1)
     if not backprop:
         plan = plan.detach()
