@@ -3,7 +3,9 @@
 Measures on IHDP (each realization fitted on ``ihdp_split(747, seed=r).within``, as in the IHDP
 benchmark), after an untimed warm-up fit:
 
-1. a default ``CFR`` fit on each of the given realizations: median wall time, steps run, best step;
+1. a default ``CFR`` fit on each of the given realizations: median wall time, median CPU time of
+   the process (all threads; less sensitive than wall time to other jobs on the machine), steps
+   run, best step;
 2. the same with ``n_ensemble=5`` (five members in one stack);
 3. all the realizations in one ``CFR.fit_stacked`` pass against the sum of the single fits;
 4. ms per training step of the package's ``K = 1`` network (``core.train_cfr``, no early
@@ -139,10 +141,12 @@ def step_flops(x, t, y, *, config: CFRConfig) -> int:
 
 
 def _fit_row(what, fits):
-    secs = [s for s, _, _ in fits]
-    return dict(what=what, seconds=float(np.median(secs)), steps=int(np.median([n for _, n, _ in fits])),
-                best_step=int(np.median([b for _, _, b in fits])), models=1,
-                ms_per_step_per_model=1e3 * sum(secs) / sum(n for _, n, _ in fits))
+    secs = [f[0] for f in fits]
+    return dict(what=what, seconds=float(np.median(secs)),
+                cpu_seconds=float(np.median([f[3] for f in fits])),
+                steps=int(np.median([f[1] for f in fits])),
+                best_step=int(np.median([f[2] for f in fits])), models=1,
+                ms_per_step_per_model=1e3 * sum(secs) / sum(f[1] for f in fits))
 
 
 def run_speed(*, realizations=range(1, 11), steps: int = 300, n_iter: int | None = None,
@@ -163,9 +167,10 @@ def run_speed(*, realizations=range(1, 11), steps: int = 300, n_iter: int | None
 
     def fit_one(i, **extra):
         w = splits[i].within
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         est = CFR(**{**params, **extra}).fit(data["yf"][i][w], t[w], X=x[w])
-        return time.perf_counter() - start, est.n_iter_, int(np.max(est.best_iteration_))
+        return (time.perf_counter() - start, est.n_iter_, int(np.max(est.best_iteration_)),
+                time.process_time() - cpu)
 
     fit_one(0, n_iter=5)  # warm-up (first torch calls, allocator): not timed
     single = [fit_one(i) for i in range(len(reals))]
@@ -181,7 +186,7 @@ def run_speed(*, realizations=range(1, 11), steps: int = 300, n_iter: int | None
                      steps=steps_run, best_step=int(np.median([m.best_iteration_[0] for m in members])),
                      models=len(reals), ms_per_step_per_model=1e3 * secs / steps_run / len(reals)))
     rows.append(dict(what=f"{len(reals)} single fits, one after the other (sum)",
-                     seconds=sum(s for s, _, _ in single), steps=np.nan, best_step=np.nan,
+                     seconds=sum(f[0] for f in single), steps=np.nan, best_step=np.nan,
                      models=len(reals), ms_per_step_per_model=np.nan))
     cfg, x_std, t0, y_std = _step_inputs(params, x, t, data["yf"][0], splits[0].within)
     flops = step_flops(x_std, t0, y_std, config=cfg)
@@ -207,14 +212,15 @@ def _step_inputs(params, x, t, y_all, w):
 
 def _markdown(table, flops, cfg, params, tiny) -> str:
     md = [f"## Speed (IHDP, {params['device']}, torch threads = {torch.get_num_threads()})", "",
-          "| what | wall s | steps run | best step | ms / step / model | GFLOP/s |",
-          "|---|---|---|---|---|---|"]
+          "| what | wall s | CPU s | steps run | best step | ms / step / model | GFLOP/s |",
+          "|---|---|---|---|---|---|---|"]
 
     def fmt(v, f):
         return "" if pd.isna(v) else format(v, f)
 
     for _, r in table.iterrows():
-        md.append(f"| {r['what']} | {r['seconds']:.2f} | {fmt(r['steps'], '.0f')} | "
+        md.append(f"| {r['what']} | {r['seconds']:.2f} | {fmt(r.get('cpu_seconds'), '.2f')} | "
+                  f"{fmt(r['steps'], '.0f')} | "
                   f"{fmt(r['best_step'], '.0f')} | {fmt(r['ms_per_step_per_model'], '.2f')} | "
                   f"{fmt(r.get('gflops', np.nan), '.1f')} |")
     md += ["", f"One training step: {flops / 1e6:.1f} MFLOP in matrix products (forward and "
