@@ -9,8 +9,9 @@ benchmark), after an untimed warm-up fit:
 2. the same with ``n_ensemble=5`` (five members in one stack);
 3. all the realizations in one ``CFR.fit_stacked`` pass against the sum of the single fits;
 4. ms per training step of the package's ``K = 1`` network (``core.train_cfr``, no early
-   stopping) against a minimal plain PyTorch loop of the same network and objective, with the
-   step's matrix-product FLOP count (``torch.utils.flop_counter``) and the GFLOP/s achieved.
+   stopping) against a minimal plain PyTorch loop of the same network and objective, with each
+   step's matrix-product FLOP count (``torch.utils.flop_counter``) and the GFLOP/s achieved (the
+   package's step runs each head on its own arm's rows only, the plain loop both heads on all).
 
 Measurements and their commands: ``docs/results.md`` (section "Speed").
 """
@@ -120,9 +121,32 @@ def _package_steps(x, t, y, *, n_steps: int, config: CFRConfig, seed: int = 0) -
     return time.perf_counter() - start
 
 
+def package_step_flops(x, t, y, *, config: CFRConfig, seed: int = 0) -> int:
+    """Matrix-product FLOPs of one training step (forward and backward) of the package's K = 1
+    network: each head on its own arm's rows of a stratified batch, the Sinkhorn on the treated x
+    control block."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from ..core.training import StackedRun
+
+    n = len(x)
+    perm = torch.as_tensor(np.random.default_rng(seed).permutation(n))
+    n_val = max(int(0.3 * n), 2)
+    run = StackedRun(torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(t),
+                     torch.as_tensor(y, dtype=torch.float32), train_idx=perm[n_val:][None],
+                     val_idx=perm[:n_val][None], config=config, seeds=[seed], n_arms=2,
+                     batch_source=None, arm_shares=None, model_wrapper=None, gather_ipm=None,
+                     alpha=None, weight_decay=None, per_model_data=False, device="cpu")
+    xb, tb, yb = run.batches.next()
+    with FlopCounterMode(display=False) as counter:
+        phi, pred = run.forward(xb, tb)
+        run.batch_eq3(phi, pred, tb, yb).objective.sum().backward()
+    return int(counter.get_total_flops())
+
+
 def step_flops(x, t, y, *, config: CFRConfig) -> int:
-    """Matrix-product FLOPs of one training step (forward and backward) of the plain network,
-    which does the same arithmetic as the package's step."""
+    """Matrix-product FLOPs of one training step (forward and backward) of the plain network
+    (both heads on every unit, the Sinkhorn on the whole batch)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     net = PlainCFR(x.shape[1], n_rep=config.n_rep_layers, rep_dim=config.rep_dim,
@@ -190,15 +214,16 @@ def run_speed(*, realizations=range(1, 11), steps: int = 300, n_iter: int | None
                      models=len(reals), ms_per_step_per_model=np.nan))
     cfg, x_std, t0, y_std = _step_inputs(params, x, t, data["yf"][0], splits[0].within)
     flops = step_flops(x_std, t0, y_std, config=cfg)
-    for label, fn in (("package network, K=1 (core.train_cfr)", _package_steps),
-                      ("plain PyTorch nn.Module", plain_steps)):
+    package_flops = package_step_flops(x_std, t0, y_std, config=cfg, seed=seed)
+    for label, fn, f in (("package network, K=1 (core.train_cfr)", _package_steps, package_flops),
+                         ("plain PyTorch nn.Module", plain_steps, flops)):
         fn(x_std, t0, y_std, n_steps=5, config=cfg, seed=seed)  # warm-up
         s_ = fn(x_std, t0, y_std, n_steps=steps, config=cfg, seed=seed)
         rows.append(dict(what=f"{label}: {steps} steps", seconds=s_, steps=steps,
                          best_step=np.nan, models=1, ms_per_step_per_model=1e3 * s_ / steps,
-                         gflops=flops * steps / s_ / 1e9))
+                         gflops=f * steps / s_ / 1e9))
     table = pd.DataFrame(rows)
-    return table, _markdown(table, flops, cfg, params, tiny)
+    return table, _markdown(table, (flops, package_flops), cfg, params, tiny)
 
 
 def _step_inputs(params, x, t, y_all, w):
@@ -223,8 +248,10 @@ def _markdown(table, flops, cfg, params, tiny) -> str:
                   f"{fmt(r['steps'], '.0f')} | "
                   f"{fmt(r['best_step'], '.0f')} | {fmt(r['ms_per_step_per_model'], '.2f')} | "
                   f"{fmt(r.get('gflops', np.nan), '.1f')} |")
+    flops, package_flops = flops
     md += ["", f"One training step: {flops / 1e6:.1f} MFLOP in matrix products (forward and "
-               f"backward). Settings: {'tiny network, ' if tiny else ''}"
+               f"backward) in the plain loop, {package_flops / 1e6:.1f} MFLOP in the package's "
+               f"(each head on its own arm's rows). Settings: {'tiny network, ' if tiny else ''}"
                f"n_iter={params.get('n_iter', cfg.n_iter)}, batch_size={cfg.batch_size}, "
                f"ipm={cfg.ipm}, alpha={cfg.alpha}, eval_every={cfg.eval_every}, "
                f"patience={cfg.patience}, relative_patience={cfg.relative_patience}."]
