@@ -293,3 +293,19 @@ def test_config_validation_names_the_parameter():
         CFRConfig(n_iter=10.5).validate()
     with pytest.raises(ValueError, match="patience"):
         CFRConfig(patience=0).validate()
+
+
+def test_weight_penalty_is_half_the_squared_norm_with_gradient_w():
+    net = CFRNet(4, [1, 2], n_rep_layers=1, rep_dim=8, n_head_layers=1, head_dim=8)
+    weights = list(net.head_weights) + list(net.rep_weights)
+    penalty = net.weight_penalty(include_representation=True)
+    expected = (sum(w.pow(2).sum(dim=(1, 2, 3)) for w in net.head_weights)
+                + sum(w.pow(2).sum(dim=(1, 2)) for w in net.rep_weights)) * 0.5
+    assert torch.allclose(penalty, expected)
+    scale = torch.tensor([3.0, -2.0])  # per-model weights of the penalty (weight_decay)
+    grads = torch.autograd.grad((penalty * scale).sum(), weights)
+    for g, w in zip(grads, weights):
+        assert torch.allclose(g, scale.view(-1, *([1] * (w.dim() - 1))) * w)
+    assert torch.equal(net.weight_penalty()[0], CFRNet(4, [1], n_rep_layers=1, rep_dim=8,
+                                                       n_head_layers=1,
+                                                       head_dim=8).weight_penalty()[0])

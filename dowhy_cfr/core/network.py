@@ -46,6 +46,22 @@ def _stacked_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -
     return out.reshape(*lead, x.shape[-2], weight.shape[-1])
 
 
+class HalfSquaredNorm(torch.autograd.Function):
+    """``||W_k||^2 / 2`` per model k of a stacked weight (K, ...), with the gradient ``W_k``
+    written out: one product in the backward pass instead of autograd's chain of ``pow``, ``mul``
+    and ``expand``."""
+
+    @staticmethod
+    def forward(ctx, w):
+        ctx.save_for_backward(w)
+        return (w * w).flatten(1).sum(1) * 0.5
+
+    @staticmethod
+    def backward(ctx, grad):
+        (w,) = ctx.saved_tensors
+        return grad.view(-1, *([1] * (w.dim() - 1))) * w
+
+
 class CFRNet(nn.Module):
     """``K`` stacked CFR/TARNet networks.
 
@@ -185,9 +201,9 @@ class CFRNet(nn.Module):
         This is the ``lambda * R(h)`` term of Eq. 3; with ``include_representation`` the
         representation's weights are penalised too. Shape (K,).
         """
-        total = sum(w.pow(2).sum(dim=(1, 2, 3)) for w in self.head_weights) * 0.5
+        total = sum(HalfSquaredNorm.apply(w) for w in self.head_weights)
         if include_representation:
-            total = total + sum(w.pow(2).sum(dim=(1, 2)) for w in self.rep_weights) * 0.5
+            total = total + sum(HalfSquaredNorm.apply(w) for w in self.rep_weights)
         return total
 
     @torch.no_grad()
