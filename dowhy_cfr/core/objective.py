@@ -18,8 +18,8 @@ from torch.nn import functional as F
 
 from .ipm import imbalance, imbalance_blocks
 
-__all__ = ["Eq3Terms", "arm_imbalance", "arm_imbalance_blocks", "eq3", "factual", "factual_loss", "sample_weights",
-           "weighted_loss_sum"]
+__all__ = ["Eq3Terms", "arm_imbalance", "arm_imbalance_blocks", "eq3", "factual",
+           "factual_loss", "sample_weights", "weighted_loss_sum"]
 
 
 class Eq3Terms(NamedTuple):
