@@ -13,6 +13,7 @@ import argparse
 import time
 
 import numpy as np
+import pandas as pd
 import torch
 
 from dowhy_cfr import CFR, TARNet
@@ -30,10 +31,11 @@ SCHEDULES = {
 }
 
 
-def run(reals, stack, schedules, methods):
+def run(reals, stack, schedules, methods, seed=0, csv=None):
     data = load_ihdp_many(reals)
     x, t = data["x"][0], data["t"][0]
     tau = data["mu1"] - data["mu0"]
+    rows = []
     splits = [ihdp_split(len(x), seed=int(r)) for r in reals]
     for method in methods:
         cls = TARNet if method == "TARNet" else CFR
@@ -43,7 +45,7 @@ def run(reals, stack, schedules, methods):
                 piece = list(range(s, min(s + stack, len(reals))))
                 units = np.stack([splits[i].within for i in piece])
                 start = time.perf_counter()
-                members = cls(random_state=s, verbose=0, **SCHEDULES[label]).fit_stacked(
+                members = cls(random_state=seed + s, verbose=0, **SCHEDULES[label]).fit_stacked(
                     data["yf"][piece], t, X=x, units=units)
                 secs += time.perf_counter() - start
                 for m, i in zip(members, piece):
@@ -53,10 +55,15 @@ def run(reals, stack, schedules, methods):
                     h = m.history_
                     steps.append(int(h.loc[h["val_loss"].notna(), "step"].max()))  # its own stop
                     best.append(int(m.best_iteration_[0]))
+                    rows.append(dict(method=method, schedule=label, realization=int(reals[i]),
+                                     seed=seed, pehe_within=within[-1], pehe_out=out[-1],
+                                     steps=steps[-1], best_step=best[-1]))
             print(f"| {method} | {label} | {np.mean(within):.3f} ± {np.std(within) / np.sqrt(len(within)):.3f} "
                   f"| {np.mean(out):.3f} ± {np.std(out) / np.sqrt(len(out)):.3f} "
                   f"| {np.median(out):.3f} | {np.mean(steps):.0f} | {np.median(best):.0f} "
                   f"| {secs:.0f} |", flush=True)
+    if csv:
+        pd.DataFrame(rows).to_csv(csv, index=False)
 
 
 def main(argv=None):
@@ -67,13 +74,16 @@ def main(argv=None):
     p.add_argument("--schedules", default=",".join(str(i) for i in range(len(SCHEDULES))),
                    help="indices into SCHEDULES")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0, help="random_state of the first stack")
+    p.add_argument("--csv", default=None, help="also write one row per realization here")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     labels = [list(SCHEDULES)[int(i)] for i in args.schedules.split(",")]
     print("| method | schedule | sqrt(PEHE) within | out-of-sample | median out | steps run "
           "(mean) | best step (median) | wall s |")
     print("|---|---|---|---|---|---|---|---|")
-    run(parse_range(args.realizations), args.stack, labels, args.methods.split(","))
+    run(parse_range(args.realizations), args.stack, labels, args.methods.split(","),
+        seed=args.seed, csv=args.csv)
 
 
 if __name__ == "__main__":

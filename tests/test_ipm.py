@@ -6,7 +6,7 @@ import torch
 from scipy.optimize import linear_sum_assignment
 
 from dowhy_cfr.core import imbalance, mmd2_lin, mmd2_rbf, wasserstein
-from dowhy_cfr.core.ipm import IPM_NAMES
+from dowhy_cfr.core.ipm import IPM_NAMES, imbalance_blocks
 
 
 def _groups(seed=0, n_t=12, n_c=20, r=4, shift=0.7):
@@ -235,3 +235,17 @@ def test_sinkhorn_gradient_stays_finite_with_an_outlying_control_unit():
     w = wasserstein(phi, t, lam=10.0, n_iter=10)
     w.backward()
     assert torch.isfinite(w) and torch.isfinite(phi.grad).all()
+
+
+@pytest.mark.parametrize("ipm", IPM_NAMES)
+def test_block_form_equals_the_masked_form(ipm):
+    """The IPM of two blocks (the arm-blocked training batches) is the masked IPM of the
+    whole batch, up to rounding."""
+    g = torch.Generator().manual_seed(21)
+    phi = torch.randn(3, 30, 5, generator=g)
+    phi_t, phi_c = phi[:, :8], phi[:, 8:]
+    t = torch.tensor([1] * 8 + [0] * 22).expand(3, -1)
+    masked = imbalance(phi, t, ipm=ipm, rbf_sigma=1.0)
+    blocks = imbalance_blocks(phi_t, phi_c, ipm=ipm, rbf_sigma=1.0)
+    assert blocks.shape == (3,)
+    torch.testing.assert_close(blocks, masked, rtol=1e-5, atol=1e-6)

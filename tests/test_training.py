@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from dowhy_cfr.core import CFRConfig, CFRNet, predict, sample_weights, train_cfr
-from dowhy_cfr.core.batches import InMemoryBatches
+from dowhy_cfr.core.batches import InMemoryBatches, arm_counts
+from dowhy_cfr.core.objective import factual_loss
 from dowhy_cfr.core.training import TrainingDivergedError, factual
 
 SMALL = dict(n_rep_layers=2, rep_dim=16, n_head_layers=1, head_dim=16, batch_size=32,
@@ -62,6 +63,81 @@ def test_batches_always_contain_both_arms():
         for k in range(2):
             drawn[k] |= set(xb[k, :, 0].long().tolist())
     assert drawn[0] == drawn[1] == set(range(50))  # every unit is drawn
+
+
+def test_arm_counts_follow_the_shares_and_keep_every_arm():
+    arms = torch.tensor([[0] * 81 + [1] * 19, [0] * 99 + [1], [0] * 30 + [1] * 30 + [2] * 40])
+    counts = arm_counts(arms[:2], 100, 2)
+    assert counts.tolist() == [[81, 19], [99, 1]]
+    assert arm_counts(arms[:1], 32, 2).tolist() == [[26, 6]]  # 25.92 / 6.08: largest remainder
+    assert arm_counts(arms[2:], 10, 3).tolist() == [[3, 3, 4]]
+    assert arm_counts(torch.tensor([[0] * 999 + [1]]), 8, 2).tolist() == [[7, 1]]  # at least 1
+    with pytest.raises(ValueError, match="batch_size"):
+        arm_counts(arms[2:], 2, 3)
+
+
+def test_stratified_batches_keep_each_models_arm_counts_and_cover_each_arm():
+    """Every batch of model k holds counts[k, a] units of arm a, arm 0's rows first; within an
+    epoch of an arm every unit of that arm is drawn once."""
+    arms = torch.zeros(2, 60, dtype=torch.long)
+    arms[0, :15] = 1  # 25% treated
+    arms[1, 30:] = 1  # 50% treated
+    x = torch.arange(60.0).expand(2, -1).unsqueeze(-1)
+    sampler = InMemoryBatches(x, arms, arms.float(), torch.arange(60).expand(2, -1), 12, [1, 2],
+                              2, per_model_data=True)
+    assert sampler.counts.tolist() == [[9, 3], [6, 6]]
+    seen = [[], []]
+    for _ in range(5):  # model 0: 5 batches x 3 treated = its 15 treated units, once each
+        xb, tb, _ = sampler.next()
+        for k, (n0, n1) in enumerate(sampler.counts):
+            assert tb[k].tolist() == [0] * n0 + [1] * n1
+        seen[0] += xb[0, 9:, 0].long().tolist()
+    assert sorted(seen[0]) == list(range(15))
+    sampler.keep(torch.tensor([False, True]))
+    assert sampler.counts.tolist() == [[6, 6]] and sampler.next()[1].shape == (1, 12)
+
+
+def test_factual_heads_equal_the_factual_entries_of_all_heads():
+    """Running each head on its own arm's rows gives the factual outputs, loss and gradient of
+    running every head on every row (up to rounding)."""
+    torch.manual_seed(0)
+    net = CFRNet(4, [1, 2], n_rep_layers=2, rep_dim=8, n_head_layers=2, head_dim=8)
+    x, y = torch.randn(2, 10, 4), torch.randn(2, 10)
+    t = torch.tensor([[0] * 7 + [1] * 3] * 2)
+    phi, out = net(x)
+    full = factual_loss(factual(out, t), y, "mse").sum()
+    full_grads = torch.autograd.grad(full, list(net.parameters()))
+    blocked = net.factual_heads(net.representation(x).split([7, 3], 1))
+    assert torch.allclose(blocked, factual(out, t), atol=1e-6)
+    loss = factual_loss(blocked, y, "mse").sum()
+    assert torch.allclose(loss, full, rtol=1e-6)
+    for g_full, g in zip(full_grads, torch.autograd.grad(loss, list(net.parameters()))):
+        assert torch.allclose(g, g_full, atol=1e-6)
+    # three arms, one model of a stack selected by position
+    net3 = CFRNet(4, [1, 2], n_arms=3, n_rep_layers=1, rep_dim=8, n_head_layers=1, head_dim=8)
+    t3 = torch.tensor([[0] * 5 + [1] * 3 + [2] * 2] * 2)
+    phi3, out3 = net3(x)
+    one = net3.factual_heads(phi3[1:].split([5, 3, 2], 1), torch.tensor([1]))
+    assert torch.allclose(one, factual(out3, t3)[1:], atol=1e-6)
+
+
+@pytest.mark.parametrize("ipm", ["wass", "mmd2_rbf"])
+def test_stacked_models_with_other_arm_counts_equal_separate_fits(ipm):
+    """Models whose batches hold other arm counts (other treated shares) form their own groups
+    in the stack; each still computes exactly what it computes alone."""
+    data = [_data(seed=s) for s in (0, 3)]
+    x, t, y = (torch.stack([d[i] for d in data]) for i in range(3))
+    t[1, :60] = 1  # model 1: a much larger treated share -> other counts
+    tr, va = data[0][3], data[0][4]
+    cfg = CFRConfig(alpha=0.5, ipm=ipm, rbf_sigma=1.0,
+                    **{**SMALL, "n_iter": 200, "learning_rate": 3e-3, "patience": None})
+    stacked = train_cfr(x, t, y, train_idx=tr.expand(2, -1), val_idx=va.expand(2, -1),
+                        config=cfg, seeds=[5, 6], per_model_data=True)
+    out = predict(stacked.net, x[0])
+    for k, s in enumerate((5, 6)):
+        single = train_cfr(x[k : k + 1], t[k : k + 1], y[k : k + 1], train_idx=tr[None],
+                           val_idx=va[None], config=cfg, seeds=[s], per_model_data=True)
+        assert torch.equal(predict(single.net, x[0])[0], out[k])
 
 
 @pytest.mark.parametrize("ipm", ["wass", "mmd2_lin", "mmd2_rbf", "wass2"])
@@ -217,3 +293,19 @@ def test_config_validation_names_the_parameter():
         CFRConfig(n_iter=10.5).validate()
     with pytest.raises(ValueError, match="patience"):
         CFRConfig(patience=0).validate()
+
+
+def test_weight_penalty_is_half_the_squared_norm_with_gradient_w():
+    net = CFRNet(4, [1, 2], n_rep_layers=1, rep_dim=8, n_head_layers=1, head_dim=8)
+    weights = list(net.head_weights) + list(net.rep_weights)
+    penalty = net.weight_penalty(include_representation=True)
+    expected = (sum(w.pow(2).sum(dim=(1, 2, 3)) for w in net.head_weights)
+                + sum(w.pow(2).sum(dim=(1, 2)) for w in net.rep_weights)) * 0.5
+    assert torch.allclose(penalty, expected)
+    scale = torch.tensor([3.0, -2.0])  # per-model weights of the penalty (weight_decay)
+    grads = torch.autograd.grad((penalty * scale).sum(), weights)
+    for g, w in zip(grads, weights):
+        assert torch.allclose(g, scale.view(-1, *([1] * (w.dim() - 1))) * w)
+    assert torch.equal(net.weight_penalty()[0], CFRNet(4, [1], n_rep_layers=1, rep_dim=8,
+                                                       n_head_layers=1,
+                                                       head_dim=8).weight_penalty()[0])

@@ -3,12 +3,15 @@
 Measures on IHDP (each realization fitted on ``ihdp_split(747, seed=r).within``, as in the IHDP
 benchmark), after an untimed warm-up fit:
 
-1. a default ``CFR`` fit on each of the given realizations: median wall time, steps run, best step;
+1. a default ``CFR`` fit on each of the given realizations: median wall time, median CPU time of
+   the process (all threads; less sensitive than wall time to other jobs on the machine), steps
+   run, best step;
 2. the same with ``n_ensemble=5`` (five members in one stack);
 3. all the realizations in one ``CFR.fit_stacked`` pass against the sum of the single fits;
 4. ms per training step of the package's ``K = 1`` network (``core.train_cfr``, no early
-   stopping) against a minimal plain PyTorch loop of the same network and objective, with the
-   step's matrix-product FLOP count (``torch.utils.flop_counter``) and the GFLOP/s achieved.
+   stopping) against a minimal plain PyTorch loop of the same network and objective, with each
+   step's matrix-product FLOP count (``torch.utils.flop_counter``) and the GFLOP/s achieved (the
+   package's step runs each head on its own arm's rows only, the plain loop both heads on all).
 
 Measurements and their commands: ``docs/results.md`` (section "Speed").
 """
@@ -118,9 +121,32 @@ def _package_steps(x, t, y, *, n_steps: int, config: CFRConfig, seed: int = 0) -
     return time.perf_counter() - start
 
 
+def package_step_flops(x, t, y, *, config: CFRConfig, seed: int = 0) -> int:
+    """Matrix-product FLOPs of one training step (forward and backward) of the package's K = 1
+    network: each head on its own arm's rows of a stratified batch, the Sinkhorn on the treated x
+    control block."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from ..core.training import StackedRun
+
+    n = len(x)
+    perm = torch.as_tensor(np.random.default_rng(seed).permutation(n))
+    n_val = max(int(0.3 * n), 2)
+    run = StackedRun(torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(t),
+                     torch.as_tensor(y, dtype=torch.float32), train_idx=perm[n_val:][None],
+                     val_idx=perm[:n_val][None], config=config, seeds=[seed], n_arms=2,
+                     batch_source=None, arm_shares=None, model_wrapper=None, gather_ipm=None,
+                     alpha=None, weight_decay=None, per_model_data=False, device="cpu")
+    xb, tb, yb = run.batches.next()
+    with FlopCounterMode(display=False) as counter:
+        phi, pred = run.forward(xb, tb)
+        run.batch_eq3(phi, pred, tb, yb).objective.sum().backward()
+    return int(counter.get_total_flops())
+
+
 def step_flops(x, t, y, *, config: CFRConfig) -> int:
-    """Matrix-product FLOPs of one training step (forward and backward) of the plain network,
-    which does the same arithmetic as the package's step."""
+    """Matrix-product FLOPs of one training step (forward and backward) of the plain network
+    (both heads on every unit, the Sinkhorn on the whole batch)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     net = PlainCFR(x.shape[1], n_rep=config.n_rep_layers, rep_dim=config.rep_dim,
@@ -139,10 +165,12 @@ def step_flops(x, t, y, *, config: CFRConfig) -> int:
 
 
 def _fit_row(what, fits):
-    secs = [s for s, _, _ in fits]
-    return dict(what=what, seconds=float(np.median(secs)), steps=int(np.median([n for _, n, _ in fits])),
-                best_step=int(np.median([b for _, _, b in fits])), models=1,
-                ms_per_step_per_model=1e3 * sum(secs) / sum(n for _, n, _ in fits))
+    secs = [f[0] for f in fits]
+    return dict(what=what, seconds=float(np.median(secs)),
+                cpu_seconds=float(np.median([f[3] for f in fits])),
+                steps=int(np.median([f[1] for f in fits])),
+                best_step=int(np.median([f[2] for f in fits])), models=1,
+                ms_per_step_per_model=1e3 * sum(secs) / sum(f[1] for f in fits))
 
 
 def run_speed(*, realizations=range(1, 11), steps: int = 300, n_iter: int | None = None,
@@ -163,9 +191,10 @@ def run_speed(*, realizations=range(1, 11), steps: int = 300, n_iter: int | None
 
     def fit_one(i, **extra):
         w = splits[i].within
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         est = CFR(**{**params, **extra}).fit(data["yf"][i][w], t[w], X=x[w])
-        return time.perf_counter() - start, est.n_iter_, int(np.max(est.best_iteration_))
+        return (time.perf_counter() - start, est.n_iter_, int(np.max(est.best_iteration_)),
+                time.process_time() - cpu)
 
     fit_one(0, n_iter=5)  # warm-up (first torch calls, allocator): not timed
     single = [fit_one(i) for i in range(len(reals))]
@@ -181,19 +210,20 @@ def run_speed(*, realizations=range(1, 11), steps: int = 300, n_iter: int | None
                      steps=steps_run, best_step=int(np.median([m.best_iteration_[0] for m in members])),
                      models=len(reals), ms_per_step_per_model=1e3 * secs / steps_run / len(reals)))
     rows.append(dict(what=f"{len(reals)} single fits, one after the other (sum)",
-                     seconds=sum(s for s, _, _ in single), steps=np.nan, best_step=np.nan,
+                     seconds=sum(f[0] for f in single), steps=np.nan, best_step=np.nan,
                      models=len(reals), ms_per_step_per_model=np.nan))
     cfg, x_std, t0, y_std = _step_inputs(params, x, t, data["yf"][0], splits[0].within)
     flops = step_flops(x_std, t0, y_std, config=cfg)
-    for label, fn in (("package network, K=1 (core.train_cfr)", _package_steps),
-                      ("plain PyTorch nn.Module", plain_steps)):
+    package_flops = package_step_flops(x_std, t0, y_std, config=cfg, seed=seed)
+    for label, fn, f in (("package network, K=1 (core.train_cfr)", _package_steps, package_flops),
+                         ("plain PyTorch nn.Module", plain_steps, flops)):
         fn(x_std, t0, y_std, n_steps=5, config=cfg, seed=seed)  # warm-up
         s_ = fn(x_std, t0, y_std, n_steps=steps, config=cfg, seed=seed)
         rows.append(dict(what=f"{label}: {steps} steps", seconds=s_, steps=steps,
                          best_step=np.nan, models=1, ms_per_step_per_model=1e3 * s_ / steps,
-                         gflops=flops * steps / s_ / 1e9))
+                         gflops=f * steps / s_ / 1e9))
     table = pd.DataFrame(rows)
-    return table, _markdown(table, flops, cfg, params, tiny)
+    return table, _markdown(table, (flops, package_flops), cfg, params, tiny)
 
 
 def _step_inputs(params, x, t, y_all, w):
@@ -207,18 +237,21 @@ def _step_inputs(params, x, t, y_all, w):
 
 def _markdown(table, flops, cfg, params, tiny) -> str:
     md = [f"## Speed (IHDP, {params['device']}, torch threads = {torch.get_num_threads()})", "",
-          "| what | wall s | steps run | best step | ms / step / model | GFLOP/s |",
-          "|---|---|---|---|---|---|"]
+          "| what | wall s | CPU s | steps run | best step | ms / step / model | GFLOP/s |",
+          "|---|---|---|---|---|---|---|"]
 
     def fmt(v, f):
         return "" if pd.isna(v) else format(v, f)
 
     for _, r in table.iterrows():
-        md.append(f"| {r['what']} | {r['seconds']:.2f} | {fmt(r['steps'], '.0f')} | "
+        md.append(f"| {r['what']} | {r['seconds']:.2f} | {fmt(r.get('cpu_seconds'), '.2f')} | "
+                  f"{fmt(r['steps'], '.0f')} | "
                   f"{fmt(r['best_step'], '.0f')} | {fmt(r['ms_per_step_per_model'], '.2f')} | "
                   f"{fmt(r.get('gflops', np.nan), '.1f')} |")
+    flops, package_flops = flops
     md += ["", f"One training step: {flops / 1e6:.1f} MFLOP in matrix products (forward and "
-               f"backward). Settings: {'tiny network, ' if tiny else ''}"
+               f"backward) in the plain loop, {package_flops / 1e6:.1f} MFLOP in the package's "
+               f"(each head on its own arm's rows). Settings: {'tiny network, ' if tiny else ''}"
                f"n_iter={params.get('n_iter', cfg.n_iter)}, batch_size={cfg.batch_size}, "
                f"ipm={cfg.ipm}, alpha={cfg.alpha}, eval_every={cfg.eval_every}, "
                f"patience={cfg.patience}, relative_patience={cfg.relative_patience}."]

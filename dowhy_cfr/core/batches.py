@@ -5,8 +5,9 @@ model still training, shapes (K, B, d), (K, B), (K, B), with every treatment arm
 ``keep(mask)`` continues with the models ``mask`` only (after early stops), leaving their streams
 unchanged.
 
-* :class:`InMemoryBatches` -- each model walks through random permutations of its own training
-  units (sampling without replacement within an epoch), from its own generator.
+* :class:`InMemoryBatches` -- stratified: each model's batches hold a fixed number of units of
+  each arm, arm by arm; each model walks through random permutations of its own units of each
+  arm (sampling without replacement within an epoch), from its own generator.
 * :class:`StreamBatches` -- one batch from a user callable (data larger than memory, or one
   worker's shard under ``torch.distributed``), shared by all models.
 """
@@ -15,31 +16,38 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+import numpy as np
 import torch
 
-__all__ = ["InMemoryBatches", "StreamBatches"]
+__all__ = ["InMemoryBatches", "StreamBatches", "arm_counts"]
 
 # batches drawn per refill of a model's position buffer: one host read per refill, not per step
 _BATCHES_PER_REFILL = 64
 
 
 class InMemoryBatches:
-    """Mini-batches of in-memory training data, one independent stream per model.
+    """Stratified mini-batches of in-memory training data, one independent stream per model.
+
+    Model k's batches hold a fixed number ``counts[k, a]`` of units of each arm a (the arm's
+    share of the model's training units times the batch size, rounded so that the counts sum to
+    the batch size, at least one per arm), laid out arm by arm: arm 0's rows first. Within an arm
+    the model walks through random permutations of its own units of that arm (sampling without
+    replacement within an epoch of the arm), from its own generator. Fixed counts give fixed
+    shapes, so each head can run on its own arm's rows only and the IPM on the treated x control
+    block (:meth:`dowhy_cfr.core.training.StackedRun.forward`).
 
     Parameters
     ----------
     x, t, y : tensors (n, d), (n,), (n,) shared by all models, or (K, n, ...) per model
     train_idx : long tensor (K, n_train)
-        Each model's training rows (may repeat: bootstrap).
+        Each model's training rows (may repeat: bootstrap). Every arm must be present.
     batch_size : int
+        At least ``n_arms``.
     seeds : sequence of int, length K
         Model k's batch order depends only on ``seeds[k]``.
     n_arms : int
     per_model_data : bool
         Whether ``x, t, y`` have a leading model axis.
-
-    A batch that misses an arm -- possible with very unbalanced data -- gets its last unit(s)
-    replaced by random units of the missing arm(s).
     """
 
     def __init__(self, x, t, y, train_idx, batch_size: int, seeds: Sequence[int], n_arms: int,
@@ -48,10 +56,14 @@ class InMemoryBatches:
         k = train_idx.shape[0]
         self.model_rows = torch.arange(k, device=x.device).unsqueeze(1) if per_model_data else None
         self.batch_size = batch_size
-        self.n_arms = n_arms
+        train_arms = self._take(t, train_idx).cpu()
+        if not all(bool((train_arms == a).any(1).all()) for a in range(n_arms)):
+            raise ValueError("every model's training rows must contain every treatment arm")
+        self.counts = arm_counts(train_arms, batch_size, n_arms)
+        self.arm_rows = [[torch.nonzero(row == a).flatten() for a in range(n_arms)]
+                         for row in train_arms]  # each model's positions of each arm
         self.gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
-        self.train_arms = self._take(t, train_idx).cpu()
-        self.leftover = [torch.empty(0, dtype=torch.long) for _ in seeds]
+        self.leftover = [[torch.empty(0, dtype=torch.long)] * n_arms for _ in seeds]
         self.buffer = torch.empty(k, 0, batch_size, dtype=torch.long)
         self.cursor = 0
 
@@ -60,9 +72,9 @@ class InMemoryBatches:
 
     def keep(self, mask: torch.Tensor) -> None:
         idx = torch.nonzero(mask.cpu()).flatten().tolist()
-        self.gens = [self.gens[i] for i in idx]
-        self.leftover = [self.leftover[i] for i in idx]
-        self.buffer, self.train_arms = self.buffer[idx], self.train_arms[idx]
+        for name in ("gens", "leftover", "arm_rows"):
+            setattr(self, name, [getattr(self, name)[i] for i in idx])
+        self.buffer, self.counts = self.buffer[idx], self.counts[idx]
         self.train_idx = self.train_idx[mask.to(self.train_idx.device)]
         if self.model_rows is not None:
             self.model_rows = self.model_rows[mask.to(self.model_rows.device)]
@@ -76,38 +88,47 @@ class InMemoryBatches:
         return self._take(self.x, idx), self._take(self.t, idx), self._take(self.y, idx)
 
     def _refill(self) -> None:
-        """Draw the next ``_BATCHES_PER_REFILL`` batches of every model."""
-        need = _BATCHES_PER_REFILL * self.batch_size
-        n = self.train_idx.shape[1]
-        streams = []
+        """Draw the next ``_BATCHES_PER_REFILL`` batches of every model, arm by arm."""
+        batches = []
         for k, gen in enumerate(self.gens):
-            parts, have = [self.leftover[k]], len(self.leftover[k])
-            while have < need:
-                parts.append(torch.randperm(n, generator=gen))
-                have += n
-            stream = torch.cat(parts)
-            self.leftover[k] = stream[need:]
-            streams.append(stream[:need])
-        self.buffer = torch.stack(streams).view(len(self.gens), _BATCHES_PER_REFILL,
-                                                self.batch_size)
+            blocks = []
+            for a, rows in enumerate(self.arm_rows[k]):
+                need = _BATCHES_PER_REFILL * int(self.counts[k, a])
+                parts, have = [self.leftover[k][a]], len(self.leftover[k][a])
+                while have < need:
+                    parts.append(rows[torch.randperm(len(rows), generator=gen)])
+                    have += len(rows)
+                stream = torch.cat(parts)
+                self.leftover[k][a] = stream[need:]
+                blocks.append(stream[:need].view(_BATCHES_PER_REFILL, -1))
+            batches.append(torch.cat(blocks, dim=1))
+        self.buffer = torch.stack(batches)
         self.cursor = 0
-        self._complete_arms()
 
-    def _complete_arms(self) -> None:
-        """Give every batch every arm (rare: only very unbalanced data misses one)."""
-        arms = self.train_arms.gather(1, self.buffer.flatten(1)).view(self.buffer.shape)
-        present = torch.stack([(arms == a).any(2) for a in range(self.n_arms)], dim=2)
-        for k, b in torch.nonzero(~present.all(2)).tolist():
-            slot = self.batch_size - 1
-            for a in torch.nonzero(~present[k, b]).flatten().tolist():
-                cand = torch.nonzero(self.train_arms[k] == a).flatten()
-                self.buffer[k, b, slot] = cand[int(torch.randint(len(cand), (1,),
-                                                                 generator=self.gens[k]))]
-                slot -= 1
+
+def arm_counts(arms: torch.Tensor, batch_size: int, n_arms: int) -> np.ndarray:
+    """Units of each arm in a stratified batch, per model: ``batch_size`` times the arm's share
+    of the model's units, rounded by largest remainder, at least 1 per arm. ``arms`` (K, n):
+    each model's arm indices; returns (K, n_arms) ints summing to ``batch_size`` per row."""
+    if batch_size < n_arms:
+        raise ValueError(f"batch_size={batch_size} is too small: a batch needs at least one unit "
+                         f"of each of the {n_arms} arms")
+    out = np.zeros((arms.shape[0], n_arms), dtype=np.int64)
+    for k, row in enumerate(arms.numpy()):
+        raw = batch_size * np.bincount(row, minlength=n_arms)[:n_arms] / len(row)
+        c = np.maximum(np.floor(raw).astype(np.int64), 1)
+        while c.sum() < batch_size:
+            c[np.argmax(raw - c)] += 1
+        while c.sum() > batch_size:
+            c[np.argmax(c)] -= 1
+        out[k] = c
+    return out
 
 
 class StreamBatches:
     """Batches from ``batch_source() -> (x (B, d), t (B,), y (B,))``, shared by all models."""
+
+    counts = None  # arms are not stratified: a batch's arm counts vary
 
     def __init__(self, batch_source: Callable[[], tuple], k: int, dtype, device):
         self.source, self.k, self.dtype, self.device = batch_source, k, dtype, device

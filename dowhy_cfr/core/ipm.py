@@ -34,13 +34,16 @@ from __future__ import annotations
 import torch
 
 from .config import IPM_NAMES, CFRConfig
+from .elementwise import per_model
 
 __all__ = [
     "IPM_NAMES",
     "imbalance",
+    "imbalance_blocks",
     "mmd2_lin",
     "mmd2_rbf",
     "wasserstein",
+    "wasserstein_blocks",
     "pairwise_sq_dists",
 ]
 
@@ -215,6 +218,39 @@ def wasserstein(
     return (dist, plan) if return_plan else dist
 
 
+def wasserstein_blocks(phi_t: torch.Tensor, phi_c: torch.Tensor, *,
+                       lam: float = _DEFAULT.wass_lambda, n_iter: int = _DEFAULT.wass_iterations,
+                       backprop: bool = _DEFAULT.wass_backprop,
+                       squared: bool = False) -> torch.Tensor:
+    """:func:`wasserstein` between the rows of ``phi_t`` (K, n_t, r) and ``phi_c`` (K, n_c, r):
+    the same Sinkhorn on the (n_t x n_c) cost block itself, with no masks (for the arm-blocked
+    batches of :class:`dowhy_cfr.core.batches.InMemoryBatches`, whose group sizes are fixed).
+
+    With ``M`` the cost block, ``K = exp(-lam / mean(M) * M)`` (each row scaled to a largest entry
+    of 1), ``n_iter`` iterations of ``u = (1/n_t) / (K v)``, ``v = (1/n_c) / (K^T u)`` and
+    ``W = sum_ij u_i K_ij v_j M_ij``. Returns (K,).
+    """
+    d2 = pairwise_sq_dists(phi_t, phi_c)
+    cost = d2 if squared else torch.sqrt(d2.clamp_min(_SQRT_FLOOR))
+    eff_lam = (lam / cost.detach().mean((1, 2)).clamp_min(1e-12)).view(-1, 1, 1)
+    scaled = eff_lam * cost
+    floor = _SINKHORN_FLOOR.get(cost.dtype, _SINKHORN_FLOOR_32)
+    kernel = per_model(torch.exp,
+                       (scaled.detach().amin(2, keepdim=True) - scaled).clamp(floor, 0.0))
+    # the marginals 1/n_t and 1/n_c as 0-d tensors: one division per update, no scalar wrapping
+    a = torch.tensor(1.0 / phi_t.shape[1], dtype=cost.dtype, device=cost.device)
+    b = torch.tensor(1.0 / phi_c.shape[1], dtype=cost.dtype, device=cost.device)
+    v = torch.ones_like(cost[:, 0])
+    for _ in range(int(n_iter)):
+        # products as sums, not bmm: the same rounding for K = 1 as in a stack (see _sinkhorn)
+        u = torch.div(a, (kernel * v.unsqueeze(1)).sum(2))
+        v = torch.div(b, (kernel * u.unsqueeze(2)).sum(1))
+    plan = u.unsqueeze(2) * kernel * v.unsqueeze(1)
+    if not backprop:
+        plan = plan.detach()
+    return (plan * cost).sum((1, 2))
+
+
 def _stable_kernel(scaled_cost: torch.Tensor, pair: torch.Tensor) -> torch.Tensor:
     """``K = exp(-lambda M)`` on the treated x control block, 0 elsewhere, each row divided by
     its largest entry.
@@ -280,3 +316,20 @@ def imbalance(
         )
     raise ValueError(f"unknown ipm {ipm!r}; choose one of {', '.join(map(repr, IPM_NAMES))}")
 
+
+
+def imbalance_blocks(phi_t: torch.Tensor, phi_c: torch.Tensor, *, ipm: str = _DEFAULT.ipm,
+                     rbf_sigma: float = _DEFAULT.rbf_sigma,
+                     wass_lambda: float = _DEFAULT.wass_lambda,
+                     wass_iterations: int = _DEFAULT.wass_iterations,
+                     wass_backprop: bool = _DEFAULT.wass_backprop) -> torch.Tensor:
+    """:func:`imbalance` between two groups given as blocks, ``phi_t`` (K, n_t, r) and ``phi_c``
+    (K, n_c, r), both non-empty. The Wasserstein terms work on the (n_t x n_c) block
+    (:func:`wasserstein_blocks`); the MMDs on the two blocks side by side. Returns (K,)."""
+    if ipm in ("wass", "wass2"):
+        return wasserstein_blocks(phi_t, phi_c, lam=wass_lambda, n_iter=wass_iterations,
+                                  backprop=wass_backprop, squared=(ipm == "wass2"))
+    t = torch.zeros(phi_t.shape[1] + phi_c.shape[1], dtype=torch.bool, device=phi_t.device)
+    t[: phi_t.shape[1]] = True
+    return imbalance(torch.cat([phi_t, phi_c], 1), t.expand(phi_t.shape[0], -1), ipm=ipm,
+                     rbf_sigma=rbf_sigma, check=False)

@@ -24,6 +24,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .config import NORMALIZATIONS, CFRConfig
+from .elementwise import elu
 
 __all__ = ["CFRNet", "NORMALIZATIONS", "predict"]
 
@@ -43,6 +44,22 @@ def _stacked_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -
         weight.reshape(flat, weight.shape[-2], weight.shape[-1]),
     )
     return out.reshape(*lead, x.shape[-2], weight.shape[-1])
+
+
+class HalfSquaredNorm(torch.autograd.Function):
+    """``||W_k||^2 / 2`` per model k of a stacked weight (K, ...), with the gradient ``W_k``
+    written out: one product in the backward pass instead of autograd's chain of ``pow``, ``mul``
+    and ``expand``."""
+
+    @staticmethod
+    def forward(ctx, w):
+        ctx.save_for_backward(w)
+        return (w * w).flatten(1).sum(1) * 0.5
+
+    @staticmethod
+    def backward(ctx, grad):
+        (w,) = ctx.saved_tensors
+        return grad.view(-1, *([1] * (w.dim() - 1))) * w
 
 
 class CFRNet(nn.Module):
@@ -151,6 +168,28 @@ class CFRNet(nn.Module):
                 h = F.elu(h)
         return h.squeeze(-1)
 
+    def factual_heads(self, blocks: Sequence[torch.Tensor],
+                      models: torch.Tensor | None = None) -> torch.Tensor:
+        """Each arm's head on that arm's rows only: ``blocks[a]`` (K', n_a, rep_dim) holds
+        Phi of arm a's rows; returns h_a(Phi) for every row, (K', sum n_a), in block order.
+        ``models``: the stack positions of the K' models (all K if None).
+
+        Half the head arithmetic of :meth:`heads` for two arms. The arms' pre-activations share one
+        ELU call, padded per model (:mod:`.elementwise`), so a model computes the same for any K.
+        """
+        sizes = [blk.shape[1] for blk in blocks]
+        hs, last = list(blocks), len(self.head_weights) - 1
+        for i, (w, b) in enumerate(zip(self.head_weights, self.head_biases)):
+            if models is not None:
+                w, b = w.index_select(0, models), b.index_select(0, models)
+            w, b = w.unbind(1), b.unbind(1)
+            if i == last:  # a product-sum, not bmm: a matrix-vector bmm rounds differently for K=1
+                return torch.cat([(h * w[a].transpose(1, 2)).sum(-1) + b[a].squeeze(-1)
+                                  for a, h in enumerate(hs)], 1)
+            hs = elu(torch.cat([_stacked_matmul(h, w[a], b[a]) for a, h in enumerate(hs)],
+                               1)).split(sizes, 1)
+        raise AssertionError("unreachable: every head ends with its linear output layer")
+
     def forward(self, x: torch.Tensor):
         """Returns ``(phi, outputs)`` with outputs of shape (K, n_arms, B)."""
         phi = self.representation(x)
@@ -162,9 +201,9 @@ class CFRNet(nn.Module):
         This is the ``lambda * R(h)`` term of Eq. 3; with ``include_representation`` the
         representation's weights are penalised too. Shape (K,).
         """
-        total = sum(w.pow(2).sum(dim=(1, 2, 3)) for w in self.head_weights) * 0.5
+        total = sum(HalfSquaredNorm.apply(w) for w in self.head_weights)
         if include_representation:
-            total = total + sum(w.pow(2).sum(dim=(1, 2)) for w in self.rep_weights) * 0.5
+            total = total + sum(HalfSquaredNorm.apply(w) for w in self.rep_weights)
         return total
 
     @torch.no_grad()

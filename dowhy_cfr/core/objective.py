@@ -16,10 +16,10 @@ from typing import NamedTuple
 import torch
 from torch.nn import functional as F
 
-from .ipm import imbalance
+from .ipm import imbalance, imbalance_blocks
 
-__all__ = ["Eq3Terms", "arm_imbalance", "eq3", "factual", "factual_loss", "sample_weights",
-           "weighted_loss_sum"]
+__all__ = ["Eq3Terms", "arm_imbalance", "arm_imbalance_blocks", "eq3", "factual",
+           "factual_loss", "sample_weights", "weighted_loss_sum"]
 
 
 class Eq3Terms(NamedTuple):
@@ -77,6 +77,15 @@ def arm_imbalance(phi: torch.Tensor, t: torch.Tensor, n_arms: int, ipm_kw: dict)
     for a in range(1, n_arms):
         total = total + imbalance(phi, t == a, (t == a) | (t == 0), check=False, **ipm_kw)
     return total / (n_arms - 1)
+
+
+def arm_imbalance_blocks(blocks, ipm_kw: dict) -> torch.Tensor:
+    """:func:`arm_imbalance` of an arm-blocked batch: ``blocks[a]`` holds the representations of
+    arm a's rows, (K, n_a, r). The mean over a = 1..n_arms-1 of ``IPM(Phi | t=a, Phi | t=0)``."""
+    total = 0.0
+    for a in range(1, len(blocks)):
+        total = total + imbalance_blocks(blocks[a], blocks[0], **ipm_kw)
+    return total / (len(blocks) - 1)
 
 
 def eq3(risk: torch.Tensor, imb: torch.Tensor, penalty: torch.Tensor, alpha: torch.Tensor,

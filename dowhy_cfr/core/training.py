@@ -20,7 +20,8 @@ import torch
 from .batches import InMemoryBatches, StreamBatches
 from .config import LOSSES, CFRConfig
 from .network import CFRNet, predict
-from .objective import Eq3Terms, arm_imbalance, eq3, factual, sample_weights, weighted_loss_sum
+from .objective import (Eq3Terms, arm_imbalance, arm_imbalance_blocks, eq3, factual,
+                        factual_loss, sample_weights, weighted_loss_sum)
 from .stopping import Checkpoints, adam, compact_stack
 
 __all__ = [
@@ -83,8 +84,8 @@ def algorithm1(run: "StackedRun", config: CFRConfig) -> int:
     step = 0
     for step in range(1, config.n_iter + 1):
         x, t, y = run.batches.next()  # a mini-batch with every arm present
-        phi, outputs = run.forward(x)  # Phi(x_i) and every head h_a(Phi(x_i))
-        terms = run.batch_eq3(phi, outputs, t, y)  # Eq. 3: weighted factual loss, IPM, L2
+        phi, pred = run.forward(x, t)  # Phi(x_i) and the factual output h_{t_i}(Phi(x_i))
+        terms = run.batch_eq3(phi, pred, t, y)  # Eq. 3: weighted factual loss, IPM, L2
         run.optimizer.zero_grad(set_to_none=True)
         terms.objective.sum().backward()  # each model's gradient of its own Eq. 3
         run.optimizer.step()  # Adam
@@ -188,7 +189,7 @@ class StackedRun:
                                       dtype=x.dtype, device=device)
         if model_wrapper is not None and k != 1:
             raise ValueError("model_wrapper (distributed training) needs a single model (K=1)")
-        self.forward = self.net if model_wrapper is None else model_wrapper(self.net)
+        self.net_forward = self.net if model_wrapper is None else model_wrapper(self.net)
         self.optimizer = adam(self.net.parameters(), config.learning_rate)
         if batch_source is None:
             self.batches = InMemoryBatches(
@@ -196,6 +197,7 @@ class StackedRun:
                 batch_seeds, n_arms, per_model_data)
         else:
             self.batches = StreamBatches(batch_source, k, x.dtype, device)
+        self._group_models()
         self.val_idx = _interleave_arms(val_idx, self.take(self.t, val_idx), n_arms)
         # the validation loss uses at most max_eval_units * 64 units (a stratified prefix), the
         # validation IPM the first max_eval_units: early stopping needs a stable estimate, not a
@@ -225,9 +227,48 @@ class StackedRun:
         return counts.to(self.x.dtype) / t_train.shape[1]  # (K, n_arms): u and 1-u
 
     # -- Eq. 3 on a training batch and on the validation split --------------------------------
-    def batch_eq3(self, phi, outputs, t, y) -> Eq3Terms:
-        risk = weighted_loss_sum(outputs, t, y, self.shares, self.config.loss) / t.shape[1]
-        if self.use_ipm:
+    def _group_models(self) -> None:
+        """Group the live models by their batches' arm counts (usually one group): models of a
+        group share the shapes of the per-arm heads and of the IPM's blocks, and a model's shapes
+        never depend on the other groups."""
+        counts = self.batches.counts
+        self.groups = None
+        if counts is None:  # a stream: all heads on all rows, masked IPM
+            return
+        uniq, inverse = np.unique(counts, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        device = self.alpha.device
+        self.groups = [(None if len(uniq) == 1 else
+                        torch.as_tensor(np.flatnonzero(inverse == g), device=device),
+                        [int(c) for c in row]) for g, row in enumerate(uniq)]
+        order = np.concatenate([np.flatnonzero(inverse == g) for g in range(len(uniq))])
+        self.group_inverse = torch.as_tensor(np.argsort(order), device=device)
+
+    def _per_group(self, phi: torch.Tensor, fn) -> torch.Tensor:
+        """``fn(arm blocks of Phi, models)`` for each group of models, in stack order."""
+        outs = [fn((phi if models is None else phi.index_select(0, models)).split(counts, 1),
+                   models) for models, counts in self.groups]
+        if len(outs) == 1:
+            return outs[0]
+        return torch.cat(outs, 0).index_select(0, self.group_inverse)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor):
+        """Phi(x_i) (K, B, r) and the factual outputs h_{t_i}(Phi(x_i)) (K, B). On arm-blocked
+        batches each head runs on its own arm's rows only (half the head arithmetic of running
+        every head on every row); on a stream every head runs and the factual one is kept."""
+        if self.groups is None:
+            phi, outputs = self.net_forward(x)
+            return phi, factual(outputs, t)
+        phi = self.net.representation(x)
+        return phi, self._per_group(phi, self.net.factual_heads)
+
+    def batch_eq3(self, phi, pred, t, y) -> Eq3Terms:
+        risk = (sample_weights(t, self.shares)
+                * factual_loss(pred, y, self.config.loss)).sum(1) / t.shape[1]
+        if self.use_ipm and self.groups is not None:
+            imb = self._per_group(phi, lambda blocks, _: arm_imbalance_blocks(blocks,
+                                                                              self.ipm_kw))
+        elif self.use_ipm:
             phi_i, t_i = (phi, t) if self.gather_ipm is None else self.gather_ipm(phi, t)
             imb = arm_imbalance(phi_i, t_i, self.n_arms, self.ipm_kw)
         else:
@@ -299,6 +340,7 @@ class StackedRun:
         keep_t = torch.as_tensor(keep, device=self.alpha.device)
         self.optimizer = compact_stack(self.net, self.optimizer, keep_t)
         self.batches.keep(keep_t)
+        self._group_models()
         self.alpha, self.wd, self.shares = self.alpha[keep_t], self.wd[keep_t], self.shares[keep_t]
         self.val_idx, self.running = self.val_idx[keep_t], self.running[:, keep_t]
         self.live = self.live[keep]
