@@ -10,6 +10,8 @@ from .inference import CFRBootstrapInference
 # DoWhy integration: importing registers "backdoor.cfr"/"backdoor.tarnet"/"cfr"/"tarnet" and the
 # "representation_balance" refuter with DoWhy (see dowhy_cfr.dowhy_adapter, dowhy_cfr.refuters).
 from .dowhy_adapter import CFREstimator, TARNetEstimator
+# DoWhy's re-estimating refuters train all their simulations as one stack for CFR estimates
+from . import stacked_refuters  # noqa: F401  (wraps DoWhy's refuter functions, see its docstring)
 from .refuters import (
     RepresentationBalance,
     refute_representation_balance,

@@ -277,6 +277,9 @@ def fit_stacked(est, Y, T, X, W=None, units=None, seeds=None):
     member_seeds = _stacked_seeds(est, seeds, k, e)
     checked = [check_fit_inputs(*a, est.categories) for a in zip(ys, ts, xs, ws)]
     xw, _, _, columns, encoding = checked[0]
+    if any(list(c[4].categories) != list(encoding.categories) for c in checked):
+        raise ValueError("the datasets' treatments have different levels; fit_stacked needs the "
+                         "same levels in every dataset (pass categories=[...] to the estimator)")
     shared_x = all(x is xs[0] for x in xs) and all(w is ws[0] for w in ws)
     if not shared_x:
         shapes = {c[0].shape for c in checked}
