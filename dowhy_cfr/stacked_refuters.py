@@ -80,7 +80,7 @@ from sklearn.base import clone
 from .dowhy_adapter import CFREstimator
 
 __all__ = ["REFUTERS", "refute_stacked", "stacking_options", "dowhy_refuter", "is_cfr_estimate",
-           "register"]
+           "explain", "register"]
 
 #: DoWhy method names -> (module in ``dowhy.causal_refuters``, refuter function name).
 REFUTERS = {
@@ -421,3 +421,51 @@ def register() -> list:
 
 
 register()
+
+
+# ----------------------------------------------------------------------------- reading a result
+_MEANING = {
+    "placebo_treatment_refuter": (
+        "effect of a random placebo treatment",
+        "the effect vanishes when the treatment is replaced by a random one",
+        "a random placebo treatment still shows an effect: the estimate may not come from the "
+        "treatment"),
+    "data_subset_refuter": (
+        "mean re-estimate on random subsets",
+        "the estimate is what random subsets of the units give",
+        "the estimate is unlike those of random subsets: it rests on particular units"),
+    "bootstrap_refuter": (
+        "mean re-estimate on resamples with noisy covariates",
+        "the estimate is what resamples with measurement noise give",
+        "the estimate is unlike those of resamples with noisy covariates"),
+    "random_common_cause": (
+        "mean re-estimate with a random common cause added",
+        "an irrelevant extra confounder does not move the estimate beyond its seed spread",
+        "an irrelevant extra confounder moves the estimate"),
+    "dummy_outcome_refuter": (
+        "effect on a dummy outcome (true effect 0)",
+        "no effect is found where there is none",
+        "an effect is found on an outcome that has none"),
+}
+
+
+def explain(method_name: str, refutation, estimate_value: float) -> str:
+    """One line saying what a refutation of ``method_name`` means (used by the demo).
+
+    The size is relative to the original estimate: ``new_effect / estimate`` for the placebo
+    and dummy-outcome refuters (ideally 0), ``new_effect / estimate - 1`` for the others
+    (ideally 0); the verdict is DoWhy's significance test at its level (p < 0.05 fails).
+    """
+    what, good, bad = _MEANING[method_name]
+    result = refutation[0] if isinstance(refutation, list) else refutation
+    p = float(result.refutation_result["p_value"])
+    significant = bool(result.refutation_result["is_statistically_significant"])
+    new = float(result.new_effect)
+    if method_name in ("placebo_treatment_refuter", "dummy_outcome_refuter"):
+        size = f"{new:+.3f} = {new / estimate_value:+.1%} of the estimate"
+        fails = significant and new != 0
+    else:
+        size = f"{new:.3f} ({new / estimate_value - 1:+.1%} vs the estimate)"
+        fails = significant
+    verdict = f"FAILS: {bad}" if fails else f"passes: {good}"
+    return f"{method_name}: {what} {size}, p = {p:.2g} -> {verdict}"
