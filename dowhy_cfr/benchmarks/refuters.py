@@ -16,14 +16,12 @@ import warnings
 
 import pandas as pd
 
+from ..stacked_refuters import REFUTERS, refute_all
 from ._runner import add_threads_argument
 
-__all__ = ["DOWHY_REFUTERS", "add_parser", "ihdp_estimate", "run_refuters", "run_command"]
+__all__ = ["add_parser", "ihdp_estimate", "run_command"]
 
-#: DoWhy's re-estimating refuters, in the order the demo and the benchmark run them.
-DOWHY_REFUTERS = ("placebo_treatment_refuter", "data_subset_refuter", "bootstrap_refuter",
-                  "random_common_cause", "dummy_outcome_refuter")
-_RATIO = ("placebo_treatment_refuter", "dummy_outcome_refuter")
+DOWHY_REFUTERS = tuple(REFUTERS)
 
 
 def add_parser(sub) -> None:
@@ -68,33 +66,6 @@ def ihdp_estimate(realization: int = 1, *, seed: int = 0, n_iter=None, method="b
     return model, estimand, estimate
 
 
-def run_refuters(model, estimand, estimate, refuters=DOWHY_REFUTERS, *, simulations=100,
-                 seed=0, callback=None) -> pd.DataFrame:
-    """Run each DoWhy refuter through ``model.refute_estimate``; one row per refuter (the
-    first result of refuters returning a list). ``callback(name, refutation, seconds)``."""
-    rows = []
-    for name in refuters:
-        start = time.perf_counter()
-        res = model.refute_estimate(estimand, estimate, method_name=name,
-                                    num_simulations=simulations, random_seed=seed)
-        seconds = time.perf_counter() - start
-        if callback is not None:
-            callback(name, res, seconds)
-        first = res[0] if isinstance(res, list) else res
-        stacking = getattr(first, "stacking", {})
-        new = float(first.new_effect)
-        rel = new / estimate.value if name in _RATIO else new / estimate.value - 1
-        rows.append(dict(refuter=name, seconds=round(seconds, 1),
-                         simulations=stacking.get("simulations", simulations),
-                         stacks=stacking.get("stacks", simulations),
-                         steps=stacking.get("steps", "dowhy"), seeds=stacking.get("seeds", "-"),
-                         estimate=round(float(estimate.value), 4), new_effect=round(new, 4),
-                         relative=round(rel, 4),
-                         p_value=float(first.refutation_result["p_value"]),
-                         significant=bool(first.refutation_result["is_statistically_significant"])))
-    return pd.DataFrame(rows)
-
-
 def _markdown(table: pd.DataFrame) -> str:
     cols = list(table.columns)
     fmt = {"p_value": "{:.3g}", "relative": "{:+.2%}"}
@@ -122,7 +93,7 @@ def run_command(args) -> str:
                                               n_iter=args.n_iter)
     fit_seconds = time.perf_counter() - start
     with sr.stacking_options(enabled=not args.dowhy_loop, steps=steps, seeds=args.seeds):
-        table = run_refuters(model, estimand, estimate, refuters, simulations=args.simulations,
+        table = refute_all(model, estimand, estimate, refuters, simulations=args.simulations,
                              seed=args.seed)
     cfr = estimate.estimator.estimator
     md = (f"IHDP realization {args.realization}: CFR estimate {estimate.value:.4f} (fit "
