@@ -453,9 +453,11 @@ _MEANING = {
 def refute_all(model, estimand, estimate, refuters=tuple(REFUTERS), *, simulations=100,
                  seed=0, callback=None) -> pd.DataFrame:
     """Run DoWhy's refuters through ``model.refute_estimate(..., num_simulations=simulations,
-    random_seed=seed)``, one after the other; returns one row per refuter (seconds, stacks,
+    random_seed=seed)``, one after the other; returns one row per refuter (wall and CPU
+    seconds of this process -- the CPU time does not grow with other processes' load -- stacks,
     the new effect relative to the estimate -- ``new / estimate`` for the placebo and dummy
-    outcome, ``new / estimate - 1`` for the others -- and DoWhy's p-value; the first result of
+    outcome, ``new / estimate - 1`` for the others --, the standard deviation of the
+    re-estimates ``sim_sd`` (stacked runs) and DoWhy's p-value; the first result of
     refuters returning a list). ``callback(name, refutation, seconds)`` after each.
 
     ``random_seed`` (DoWhy seeds numpy's global state) rather than an int ``random_state``: with
@@ -463,22 +465,24 @@ def refute_all(model, estimand, estimate, refuters=tuple(REFUTERS), *, simulatio
     simulation."""
     rows = []
     for name in refuters:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         res = model.refute_estimate(estimand, estimate, method_name=name,
                                     num_simulations=simulations, random_seed=seed)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         if callback is not None:
             callback(name, res, seconds)
         first = res[0] if isinstance(res, list) else res
         stacking = getattr(first, "stacking", {})
         new = float(first.new_effect)
         rel = new / estimate.value if name in _RATIO_REFUTERS else new / estimate.value - 1
-        rows.append(dict(refuter=name, seconds=round(seconds, 1),
+        rows.append(dict(refuter=name, seconds=round(seconds, 1), cpu_seconds=round(cpu, 1),
                          simulations=stacking.get("simulations", simulations),
                          stacks=stacking.get("stacks", simulations),
                          steps=stacking.get("steps", "dowhy"), seeds=stacking.get("seeds", "-"),
                          estimate=round(float(estimate.value), 4), new_effect=round(new, 4),
                          relative=round(rel, 4),
+                         sim_sd=round(float(np.std(stacking["estimates"])), 4)
+                         if "estimates" in stacking else float("nan"),
                          p_value=float(first.refutation_result["p_value"]),
                          significant=bool(first.refutation_result["is_statistically_significant"])))
     return pd.DataFrame(rows)
