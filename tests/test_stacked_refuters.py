@@ -139,3 +139,35 @@ def test_own_names_and_options(setup):
         sr.refute_stacked("random_common_cause", df, estimand, estimate, steps=0)
     with pytest.raises(ValueError, match="method_name"):
         sr.dowhy_refuter("add_unobserved_common_cause")
+
+
+def test_dummy_outcome_with_an_estimator_transformation():
+    """DoWhy's estimator-based dummy outcomes (one validation set per treatment group; DoWhy
+    needs a bool treatment for them) give the loop's results, stacked."""
+    X, T, Y, _ = make_confounded(n=240, d=4, seed=1)
+    df = pd.DataFrame(X, columns=[f"x{i}" for i in range(4)])
+    df["t"], df["y"] = T.astype(bool), Y
+    model = CausalModel(data=df, treatment="t", outcome="y", common_causes=list(df.columns[:4]))
+    estimand = model.identify_effect(method_name="maximal-adjustment",
+                                     proceed_when_unidentifiable=True)
+    estimate = model.estimate_effect(estimand, method_name="backdoor.cfr", treatment_value=True,
+                                     control_value=False, method_params={"init_params": TINY})
+    steps = [("linear_regression", {}), ("noise", {"std_dev": 1})]
+    out = {}
+    for enabled in (True, False):
+        with sr.stacking_options(enabled=enabled, steps="early_stopping", seeds="original"):
+            out[enabled] = _refute_all(model, estimand, estimate, "dummy_outcome_refuter",
+                                       transformation_list=steps)
+    assert len(out[True]) == len(out[False]) == 2  # one result per treatment group
+    for s, d in zip(out[True], out[False]):
+        assert s.new_effect == pytest.approx(d.new_effect, abs=1e-5)
+        assert s.refutation_result["p_value"] == pytest.approx(d.refutation_result["p_value"],
+                                                               abs=1e-4)
+    assert out[True][0].stacking["simulations"] == 2 * SIMS
+
+
+def _refute_all(model, estimand, estimate, name, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model.refute_estimate(estimand, estimate, method_name=name,
+                                     num_simulations=SIMS, random_seed=3, **kwargs)
