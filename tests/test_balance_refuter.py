@@ -154,7 +154,8 @@ def test_tarnet_fails_and_strong_cfr_passes(tarnet, cfr_strong):
     _, c_res = cfr_strong
     assert t_res.estimator_name == "TARNet" and t_res.alpha == 0.0
     assert c_res.estimator_name == "CFR" and c_res.alpha == 5.0
-    # measured: TARNet reduction 0.49-0.58 with p = 0.05; CFR-Wass(alpha=5) reduction >= 0.925
+    # measured on validation units, data seeds 0-2: TARNet reduction 0.48-0.54 with p = 0.05;
+    # CFR-Wass(alpha=5) reduction 0.92-1.0
     assert t_res.reduction["wass"] < 0.7
     assert t_res.p_value["wass"] <= 0.05
     assert not t_res.passed
