@@ -66,6 +66,10 @@ def ihdp_estimate(realization: int = 1, *, seed: int = 0, n_iter=None, method="b
     return model, estimand, estimate
 
 
+def _progress(name, refutation, seconds) -> None:
+    print(f"{name}: {seconds:.1f} s", flush=True)
+
+
 def _markdown(table: pd.DataFrame) -> str:
     cols = list(table.columns)
     fmt = {"p_value": "{:.3g}", "relative": "{:+.2%}"}
@@ -94,7 +98,7 @@ def run_command(args) -> str:
     fit_seconds = time.perf_counter() - start
     with sr.stacking_options(enabled=not args.dowhy_loop, steps=steps, seeds=args.seeds):
         table = refute_all(model, estimand, estimate, refuters, simulations=args.simulations,
-                             seed=args.seed)
+                           seed=args.seed, callback=_progress)
     cfr = estimate.estimator.estimator
     md = (f"IHDP realization {args.realization}: CFR estimate {estimate.value:.4f} (fit "
           f"{fit_seconds:.1f} s, best step {int(cfr.best_iteration_[0])}); "
