@@ -240,7 +240,7 @@ class RepresentationBalanceResult(CausalRefutation):
             t = self.training_units
             lines.append(
                 f"Extra, not used by the rule -- training units ({t['n_units']}; training "
-                f"minimised their imbalance, so their p leans towards balance): Wasserstein "
+                f"minimised their imbalance, so their p may lean towards balance): Wasserstein "
                 f"after training {t['after_training']:.4g}, reduction "
                 f"{_fmt_pct(t['reduction'])}, permutation p = {_fmt_p(t['p_value'])}")
         return "\n".join(lines) + "\n"
