@@ -10,6 +10,8 @@ from .inference import CFRBootstrapInference
 # DoWhy integration: importing registers "backdoor.cfr"/"backdoor.tarnet"/"cfr"/"tarnet" and the
 # "representation_balance" refuter with DoWhy (see dowhy_cfr.dowhy_adapter, dowhy_cfr.refuters).
 from .dowhy_adapter import CFREstimator, TARNetEstimator
+# DoWhy's re-estimating refuters train all their simulations as one stack for CFR estimates
+from .stacked_refuters import refute_stacked, stacking_options  # (wraps DoWhy's functions)
 from .refuters import (
     RepresentationBalance,
     refute_representation_balance,
@@ -20,4 +22,4 @@ __version__ = "0.1.0"
 
 __all__ = ["CFR", "TARNet", "CFRBootstrapInference", "CFREstimator", "TARNetEstimator",
            "RepresentationBalance", "refute_representation_balance", "representation_balance",
-           "__version__"]
+           "refute_stacked", "stacking_options", "__version__"]

@@ -281,29 +281,36 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         """
         return self._set_fitted(fitting.fit(self, Y, T, X, W))
 
-    def fit_stacked(self, Y, T, *, X, W=None, units=None):
-        """Fit one independent copy of this estimator per outcome vector, in one stacked pass.
+    def fit_stacked(self, Y, T, *, X, W=None, units=None, seeds=None):
+        """Fit one independent copy of this estimator per dataset, in one stacked pass.
 
-        For several datasets of equal size sharing their covariates (e.g. IHDP realizations):
-        ``Y[k]`` (and ``T[k]`` if ``T`` is 2-D) is dataset ``k``. The ``K`` networks train
-        together, and estimator k is what ``clone(self).fit(Y[k], T[k], X=X, W=W)`` gives with
-        member seed ``k`` (up to float rounding).
+        For several datasets of equal size: ``Y[k]`` (and ``T[k]``, ``X[k]``, ``W[k]`` where
+        these are given per dataset) is dataset ``k``. The networks train together, and estimator
+        k is what ``clone(self).fit(Y[k], T[k], X=X[k], W=W[k])`` gives with the seed(s) of
+        dataset ``k`` (up to float rounding).
 
         Parameters
         ----------
         Y : array_like, shape (K, n), or a list of K vectors of length n
         T : array_like, shape (n,) shared by all datasets, or (K, n)
-        X, W : covariates shared by all datasets, as in :meth:`fit`.
+        X, W : covariates shared by all datasets, as in :meth:`fit`, or a list (or array) of K
+            per-dataset blocks of one shape (e.g. the data with an extra column, a subsample or a
+            resample per dataset); per-dataset covariates are standardised per dataset.
         units : array_like of int, shape (K, m), optional
-            Dataset k consists of the rows ``units[k]`` of ``X``/``W``/``Y[k]``/``T[k]`` (e.g.
-            each realization's own training units). Default: all rows.
+            Dataset k consists of the rows ``units[k]`` of shared ``X``/``W`` and of
+            ``Y[k]``/``T[k]`` (e.g. each realization's own training units). Default: all rows.
+        seeds : None, "fit" or array_like of int, optional
+            None: one network seed per dataset, drawn from ``random_state`` (``n_ensemble`` must
+            be 1). ``"fit"``: every dataset gets the seeds :meth:`fit` would draw (all its
+            ``n_ensemble`` members), so that the K fits differ only by their data -- what
+            refitting this estimator on each dataset gives. Or K (x ``n_ensemble``) seeds.
 
         Returns
         -------
-        list of K fitted estimators (``n_ensemble`` must be 1).
+        list of K fitted estimators.
         """
-        fits, (y0, t0) = fitting.fit_stacked(self, Y, T, X, W, units)
-        return [clone(self)._set_fitted(f, y0, t0, X) for f in fits]
+        fits, (y0, t0, x0) = fitting.fit_stacked(self, Y, T, X, W, units, seeds)
+        return [clone(self)._set_fitted(f, y0, t0, x0) for f in fits]
 
     def fit_chunks(self, chunks, *, validation):
         """Fit on training data read chunk by chunk (data larger than memory); returns self.

@@ -213,11 +213,16 @@ class Preprocessing:
     @classmethod
     def fit(cls, loss: str, xw: np.ndarray, y: np.ndarray, rows: np.ndarray) -> "Preprocessing":
         """Covariate statistics over all rows of ``xw``; member k's outcome statistics over its
-        units ``rows[k]`` of ``y[k]`` (shapes (K, n) and (K, m))."""
+        units ``rows[k]`` of ``y[k]`` (shapes (K, n) and (K, m)).
+
+        ``xw`` of shape (K, n, d) gives member k its own covariates ``xw[k]`` and statistics
+        (``x_mean``/``x_scale`` of shape (K, d)), as k's own fit would standardise them."""
         y_used = np.take_along_axis(y, rows, axis=1)
-        return cls.from_moments(loss, xw.mean(0), xw.std(0), y_used.mean(1), y_used.std(1))
+        return cls.from_moments(loss, xw.mean(-2), xw.std(-2), y_used.mean(1), y_used.std(1))
 
     def x(self, xw: np.ndarray) -> np.ndarray:
+        if self.x_mean.ndim == 2:  # per-member covariates (K, n, d) of a stacked training
+            return (xw - self.x_mean[:, None]) / self.x_scale[:, None]
         return (xw - self.x_mean) / self.x_scale
 
     def x_tensor(self, xw: np.ndarray) -> torch.Tensor:
@@ -234,7 +239,16 @@ class Preprocessing:
         return raw * self.y_scale[:, None, None] + self.y_mean[:, None, None]
 
     def select(self, members: list) -> "Preprocessing":
-        return dataclasses.replace(self, y_mean=self.y_mean[members].copy(),
+        """The given members; with per-member covariate statistics they must share them."""
+        x_mean, x_scale = self.x_mean, self.x_scale
+        if x_mean.ndim == 2:
+            first = members[0]
+            if not all(np.array_equal(x_mean[j], x_mean[first])
+                       and np.array_equal(x_scale[j], x_scale[first]) for j in members):
+                raise ValueError("members trained on different covariates cannot form one fit")
+            x_mean, x_scale = x_mean[first].copy(), x_scale[first].copy()
+        return dataclasses.replace(self, x_mean=x_mean, x_scale=x_scale,
+                                   y_mean=self.y_mean[members].copy(),
                                    y_scale=self.y_scale[members].copy())
 
 

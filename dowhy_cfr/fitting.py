@@ -192,7 +192,9 @@ def clamp_batch_size(config: CFRConfig, n_train: int) -> None:
 def train(est, xw, arms, y, seeds, *, encoding, columns, rows=None, fixed_split=None,
           drop_failed=False, alpha=None) -> FittedCFR:
     """Train ``K = len(seeds)`` networks: member k on outcomes ``y[k]`` / arms ``arms[k]``
-    (shape (K, n)) of the units ``rows[k]`` (default: all), sharing the covariates ``xw``.
+    (shape (K, n)) of the units ``rows[k]`` (default: all), sharing the covariates ``xw`` (n, d),
+    or each on its own covariates ``xw[k]`` when ``xw`` has shape (K, n, d) (standardised per
+    member, as its own fit would be).
 
     ``fixed_split = (train_rows, val_rows)`` (each (K, m)) fixes the training/validation units
     instead of splitting ``rows`` (the bootstrap resamples each side of a unit-level split).
@@ -205,15 +207,16 @@ def train(est, xw, arms, y, seeds, *, encoding, columns, rows=None, fixed_split=
     if fixed_split is not None:
         rows = np.concatenate(fixed_split, axis=1)
     elif rows is None:
-        rows = np.tile(np.arange(xw.shape[0]), (k, 1))
+        rows = np.tile(np.arange(xw.shape[-2]), (k, 1))
     loss = resolve_loss(est.loss, y)
     config = config_from(est, loss, None if alpha is None else float(alpha[0]))
     pre = Preprocessing.fit(loss, xw, y, rows)
     train_rows, val_rows = fixed_split or split(arms, rows, seeds, config, encoding)
     clamp_batch_size(config, train_rows.shape[1])
     device = resolve_device(est.device)
+    x = pre.x_tensor(xw)
     result = train_cfr(
-        pre.x_tensor(xw).unsqueeze(0).expand(k, -1, -1),
+        x if x.ndim == 3 else x.unsqueeze(0).expand(k, -1, -1),
         torch.as_tensor(arms, dtype=torch.long),
         torch.as_tensor(pre.y(y), dtype=torch.float32),
         train_idx=torch.as_tensor(train_rows),
@@ -292,17 +295,22 @@ def select_alpha(est, grid, xw, arms, y, seeds, encoding, columns) -> FittedCFR:
     return chosen
 
 
-def _stacked_inputs(Y, T):
+def _stacked_inputs(Y, T, X, W):
+    """Per-dataset ``(ys, ts, xs, ws)`` lists of fit_stacked's arguments."""
     ys = [np.asarray(v) for v in Y] if isinstance(Y, (list, tuple)) else np.asarray(Y)
     if np.ndim(ys) != 2:
         raise ValueError(f"Y must have shape (K, n) for fit_stacked; got {np.shape(ys)}")
     k = len(ys)
-    t_arr = np.asarray(T)
-    ts = [t_arr] * k if t_arr.ndim == 1 else list(t_arr)
-    if len(ts) != k:
-        raise ValueError(f"T has {len(ts)} rows but Y has {k}; give one T per dataset or "
-                         f"a single shared T")
-    return ys, ts
+
+    def per_dataset(name, a, shared_ndim):
+        if a is None or (not isinstance(a, (list, tuple)) and np.ndim(a) == shared_ndim):
+            return [a] * k
+        if len(a) != k:
+            raise ValueError(f"{name} has {len(a)} datasets but Y has {k}; give one {name} per "
+                             f"dataset or a single shared {name}")
+        return list(a)
+
+    return ys, per_dataset("T", T, 1), per_dataset("X", X, 2), per_dataset("W", W, 2)
 
 
 def _check_units(units, k: int, n: int):
@@ -317,21 +325,58 @@ def _check_units(units, k: int, n: int):
     return rows
 
 
-def fit_stacked(est, Y, T, X, W=None, units=None):
-    """One :class:`FittedCFR` per outcome vector ``Y[k]`` (see ``CFR.fit_stacked``), trained in
-    one stacked pass; also returns ``(Y[0], T[0])`` for EconML's shape bookkeeping."""
-    if check_n_ensemble(est) != 1:
-        raise ValueError("fit_stacked needs n_ensemble=1 (each dataset gets one network)")
-    ys, ts = _stacked_inputs(Y, T)
-    checked = [check_fit_inputs(y_j, t_j, X, W, est.categories) for y_j, t_j in zip(ys, ts)]
+def _stacked_seeds(est, seeds, k: int, e: int) -> list[int]:
+    """The ``k * e`` member seeds of fit_stacked (dataset j: members ``j*e .. j*e+e-1``)."""
+    if seeds is None:
+        if e != 1:
+            raise ValueError("fit_stacked with seeds=None needs n_ensemble=1 (one network per "
+                             "dataset); use seeds='fit' for ensembles")
+        return draw_seeds(est.random_state, k)
+    if isinstance(seeds, str):
+        if seeds != "fit":
+            raise ValueError(f"seeds={seeds!r} is invalid: use None, 'fit' or K seeds")
+        return draw_seeds(est.random_state, e) * k
+    arr = np.asarray(seeds, dtype=np.int64).reshape(k, -1)
+    if arr.shape[1] != e:
+        raise ValueError(f"seeds must hold K={k} x n_ensemble={e} seeds; got {np.size(seeds)}")
+    return [int(s) for s in arr.ravel()]
+
+
+def fit_stacked(est, Y, T, X, W=None, units=None, seeds=None):
+    """One :class:`FittedCFR` per dataset ``(Y[k], T[k], X[k], W[k])`` (see ``CFR.fit_stacked``),
+    all trained in one stacked pass; also returns ``(Y[0], T[0], X[0])`` for EconML's
+    bookkeeping.
+
+    ``seeds``: None draws one seed per dataset from ``est.random_state`` (``n_ensemble`` must be
+    1); ``"fit"`` gives every dataset the seeds ``est.fit`` draws (its ``n_ensemble`` members), so
+    dataset k's fit is what ``est.fit`` on it alone gives; or K (x n_ensemble) explicit seeds.
+    """
+    ys, ts, xs, ws = _stacked_inputs(Y, T, X, W)
+    k, e = len(ys), check_n_ensemble(est)
+    member_seeds = _stacked_seeds(est, seeds, k, e)
+    checked = [check_fit_inputs(*a, est.categories) for a in zip(ys, ts, xs, ws)]
     xw, _, _, columns, encoding = checked[0]
-    rows = _check_units(units, len(ys), xw.shape[0])
-    seeds = draw_seeds(est.random_state, len(ys))
-    fitted = train(est, xw, np.stack([c[1] for c in checked]), np.stack([c[2] for c in checked]),
-                   seeds, encoding=encoding, columns=columns, rows=rows)
-    fits = [fitted.select(j).summarise(xw if rows is None else xw[rows[j]], est.model_final)
-            for j in range(len(ys))]
-    return fits, (ys[0], ts[0])
+    if any(list(c[4].categories) != list(encoding.categories) for c in checked):
+        raise ValueError("the datasets' treatments have different levels; fit_stacked needs the "
+                         "same levels in every dataset (pass categories=[...] to the estimator)")
+    shared_x = all(x is xs[0] for x in xs) and all(w is ws[0] for w in ws)
+    if not shared_x:
+        shapes = {c[0].shape for c in checked}
+        if len(shapes) != 1 or units is not None:
+            raise ValueError(f"per-dataset X must all have one shape (got {sorted(shapes)}) and "
+                             f"cannot be combined with units")
+        xw = np.repeat(np.stack([c[0] for c in checked]), e, axis=0)
+    rows = _check_units(units, k, xw.shape[-2])
+    fitted = train(est, xw, np.repeat(np.stack([c[1] for c in checked]), e, axis=0),
+                   np.repeat(np.stack([c[2] for c in checked]), e, axis=0), member_seeds,
+                   encoding=encoding, columns=columns,
+                   rows=None if rows is None else np.repeat(rows, e, axis=0))
+    fits = []
+    for j in range(k):
+        xw_j = checked[j][0] if rows is None else checked[j][0][rows[j]]
+        fits.append(fitted.select(list(range(j * e, (j + 1) * e))).summarise(xw_j,
+                                                                            est.model_final))
+    return fits, (ys[0], ts[0], xs[0])
 
 
 def resample_within_arms(units: np.ndarray, arms: np.ndarray, rng) -> np.ndarray:

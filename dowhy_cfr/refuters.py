@@ -19,6 +19,15 @@ or with DoWhy's functional API::
     from dowhy.causal_refuters import refute_estimate
     refute_estimate(df, estimand, estimate, refuters=[refute_representation_balance])
 
+Which units
+-----------
+By default (``units="validation"``) the units the network did **not** train on: the validation
+split of the analysed member (``est.fitted_.members.val_rows``; ``data`` must be the data the
+estimate was fitted on). Training minimised the imbalance of the training units, so a test on
+them leans towards "balanced"; their Wasserstein figures are reported only as a labelled extra
+(``result.training_units``), not used by the rule. ``units="all"``: every row of ``data`` (e.g.
+held-out data you pass); ``units="training"``: the training units.
+
 What is reported
 ----------------
 For each IPM (``"mmd2_lin"``, ``"mmd2_rbf"`` and ``"wass"`` by default -- computed by the very
@@ -115,6 +124,9 @@ DEFAULT_IPMS = ("mmd2_lin", "mmd2_rbf", "wass")
 _SPACES = ("input_space", "before_training", "after_training")
 _COLUMNS = ("input_space", "before_training", "after_training", "reduction", "p_value")
 _RULE_IPM = "wass"
+_UNITS_LABEL = {"validation": "validation units: not trained on",
+                "training": "training units: their imbalance was minimised",
+                "all": "all units given"}
 # elements per stacked (K, n_t, n_c) block when evaluating Wasserstein permutations in batches
 _BLOCK_ELEMENTS = 4_000_000
 # the floor under the RBF kernel's exponent in dowhy_cfr.core.ipm (exp(-80) ~ 1.8e-35)
@@ -138,6 +150,12 @@ class RepresentationBalanceResult(CausalRefutation):
     null_distribution : dict
         ``{ipm: array}`` permuted-label IPMs in the trained representation.
     n_units, n_treated, n_control, n_permutations, member, random_state : int
+    units : str
+        The units analysed: "validation" (not trained on; the default), "training" or "all".
+    training_units : dict or None
+        With ``units="validation"``: the Wasserstein ``before_training``, ``after_training``,
+        ``reduction`` and ``p_value`` on the member's training units -- a labelled extra that
+        the rule does not use (training minimised that imbalance).
     estimator_name : str
         "CFR" or "TARNet".
     training_ipm : str
@@ -162,7 +180,8 @@ class RepresentationBalanceResult(CausalRefutation):
         self.significance_level = info["significance_level"]
         self.min_reduction = info["min_reduction"]
         for key in ("n_units", "n_treated", "n_control", "arm_sizes", "n_permutations", "member",
-                    "random_state", "estimator_name", "training_ipm", "alpha", "subsampled"):
+                    "random_state", "estimator_name", "training_ipm", "alpha", "subsampled",
+                    "units", "training_units"):
             setattr(self, key, info[key])
         p = self.p_value.get(_RULE_IPM, float("nan"))
         self.add_significance_test_results({
@@ -203,7 +222,7 @@ class RepresentationBalanceResult(CausalRefutation):
             f"Estimator: {self.estimator_name} (training ipm={self.training_ipm!r}, "
             f"alpha={self.alpha:g}); ensemble member {self.member}",
             f"Estimated effect: {self.estimated_effect}  (not re-estimated by this check)",
-            f"Units: {self.n_units}{sub}, "
+            f"Units: {self.n_units}{sub} ({_UNITS_LABEL[self.units]}), "
             + (f"{self.n_treated} treated / {self.n_control} control; " if len(self.arm_sizes) == 2
                else f"arm sizes {self.arm_sizes} (first = control; IPMs averaged over each arm "
                     f"vs control, as in training); ")
@@ -217,6 +236,13 @@ class RepresentationBalanceResult(CausalRefutation):
             f"Rule: {self.rule}",
             f"Result: {self.summary()}",
         ]
+        if self.training_units is not None:
+            t = self.training_units
+            lines.append(
+                f"Extra, not used by the rule -- training units ({t['n_units']}; training "
+                f"minimised their imbalance, so their p may lean towards balance): Wasserstein "
+                f"after training {t['after_training']:.4g}, reduction "
+                f"{_fmt_pct(t['reduction'])}, permutation p = {_fmt_p(t['p_value'])}")
         return "\n".join(lines) + "\n"
 
     __repr__ = __str__
@@ -303,6 +329,7 @@ def representation_balance(
     significance_level: float = 0.05,
     min_reduction: float = 0.8,
     max_units: int = 2000,
+    units: str = "validation",
 ) -> RepresentationBalanceResult:
     """Imbalance between treated and control, before/after CFR's representation (see module doc).
 
@@ -328,6 +355,13 @@ def representation_balance(
         See the pass/fail rule in the module docstring.
     max_units : int, default 2000
         Analyse a stratified random subsample of this size when there are more units.
+    units : {"validation", "training", "all"}, default "validation"
+        Which rows of ``data`` are analysed. ``"validation"``: the member's validation units,
+        which the network did not train on (``data`` must be the data it was fitted on); the
+        same figures on its training units -- whose imbalance training minimised -- are added
+        as a labelled extra (``result.training_units``). ``"all"``: every row, e.g. held-out
+        data you pass. A fit that kept no split (a loaded model, ``fit_chunks``) falls back to
+        ``"all"`` with a warning.
     """
     if data is None:
         data = getattr(estimate, "_data", None)
@@ -366,21 +400,17 @@ def representation_balance(
     arms_all = fitted.encoding.arms(data[tname])
     n_arms = fitted.encoding.n_arms
     rng = np.random.default_rng(random_state)
-    n_all = len(arms_all)
-    rows = np.arange(n_all)
-    if n_all > max_units:  # stratified subsample: every arm keeps its share
-        groups = [np.flatnonzero(arms_all == a) for a in range(n_arms)]
-        sizes = [max(2, int(round(max_units * len(g) / n_all))) for g in groups[1:]]
-        sizes = [max_units - sum(sizes)] + sizes
-        rows = np.sort(np.concatenate([rng.choice(g, min(k, len(g)), replace=False)
-                                       for g, k in zip(groups, sizes)]))
-        X = None if X is None else X.iloc[rows]
-        W = None if W is None else W.iloc[rows]
+    unit_rows, units = _unit_rows(fitted.members, units, member, len(arms_all))
+    n_all = len(unit_rows)
+    rows = _subsample(unit_rows, arms_all, n_arms, max_units, rng)
     arms = arms_all[rows]
     counts = np.bincount(arms, minlength=n_arms)
     if (counts == 0).any():
         raise ValueError(f"the analysed units must contain every treatment arm; arm sizes "
                          f"{counts.tolist()}")
+    X_all, W_all = X, W
+    X = None if X is None else X.iloc[rows]
+    W = None if W is None else W.iloc[rows]
 
     blocks = [np.asarray(b, dtype=float) for b in (X, W) if b is not None]
     spaces = {
@@ -407,6 +437,12 @@ def representation_balance(
                     else:
                         nulls[ipm] = np.array([_arm_ipm(zt, pa, n_arms, ipm, sigmas[space], cfg)
                                                for pa in perms])
+    extra = None
+    if units == "validation":  # after the main permutations: they do not depend on it
+        train_rows = _subsample(np.unique(fitted.members.train_rows[member]), arms_all, n_arms,
+                                max_units, rng)
+        extra = _training_units_figure(cfr, X_all, W_all, train_rows, arms_all, n_arms, member,
+                                       n_permutations, rbf_sigma, rng)
     for ipm in ipms:
         before, after = table.loc[ipm, "before_training"], table.loc[ipm, "after_training"]
         table.loc[ipm, "reduction"] = 1.0 - after / before if before > 0 else float("nan")
@@ -427,11 +463,74 @@ def representation_balance(
         n_permutations=n_permutations, member=member, random_state=random_state,
         estimator_name=type(cfr).__name__,
         training_ipm=cfg.ipm, alpha=float(cfg.alpha), subsampled=bool(n_all > max_units),
-        significance_level=significance_level, min_reduction=min_reduction,
+        significance_level=significance_level, min_reduction=min_reduction, units=units,
+        training_units=extra,
     )
     return RepresentationBalanceResult(
         getattr(estimate, "value", None), table, passed=passed, rule=rule, rbf_sigma=sigmas,
         null_distribution=nulls, info=info)
+
+
+def _unit_rows(members, units, member: int, n: int):
+    """(rows of the data analysed, the ``units`` actually used)."""
+    if units not in ("validation", "training", "all"):
+        raise ValueError(f"units={units!r} is invalid: use 'validation' (units the network did "
+                         f"not train on), 'training' or 'all'")
+    if units == "all":
+        return np.arange(n), units
+    if members.val_rows is None or members.train_rows is None:
+        warnings.warn("this fit kept no training/validation split (a loaded model or "
+                      "fit_chunks): analysing all units, including those the network trained "
+                      "on; pass held-out data with units='all' instead", UserWarning, stacklevel=3)
+        return np.arange(n), "all"
+    fitted_rows = np.unique(np.concatenate([members.train_rows[member],
+                                            members.val_rows[member]]))
+    if len(fitted_rows) != n or fitted_rows[-1] != n - 1:
+        raise ValueError(f"units={units!r} needs the data the estimate was fitted on ({n} rows "
+                         f"given, {len(fitted_rows)} fitted); for other data use units='all'")
+    chosen = members.val_rows if units == "validation" else members.train_rows
+    return np.unique(chosen[member]), units
+
+
+def _subsample(rows: np.ndarray, arms_all: np.ndarray, n_arms: int, max_units: int, rng):
+    """``rows``, or a stratified random subsample of ``max_units`` of them (arms keep shares)."""
+    if len(rows) <= max_units:
+        return rows
+    groups = [rows[arms_all[rows] == a] for a in range(n_arms)]
+    sizes = [max(2, int(round(max_units * len(g) / len(rows)))) for g in groups[1:]]
+    sizes = [max_units - sum(sizes)] + sizes
+    return np.sort(np.concatenate([rng.choice(g, min(k, len(g)), replace=False)
+                                   for g, k in zip(groups, sizes)]))
+
+
+def _training_units_figure(cfr, X, W, rows, arms_all, n_arms, member, n_permutations,
+                           rbf_sigma, rng) -> dict:
+    """The rule's Wasserstein figures on the member's *training* units (a labelled extra: the
+    network minimised this imbalance there, so its p-value leans towards balance)."""
+    cfg = cfr.fitted_.config
+    Xr = None if X is None else X.iloc[rows]
+    Wr = None if W is None else W.iloc[rows]
+    arms = arms_all[rows]
+    with torch.no_grad():
+        before = torch.as_tensor(cfr.representation_at_init(Xr, Wr, member=member),
+                                 dtype=torch.float64)
+        after = torch.as_tensor(cfr.transform(Xr, Wr, member=member), dtype=torch.float64)
+        sigma = _median_distance(after) if rbf_sigma == "median" else float(rbf_sigma)
+        ipm_before = _arm_ipm(before, arms, n_arms, _RULE_IPM, sigma, cfg)
+        ipm_after = _arm_ipm(after, arms, n_arms, _RULE_IPM, sigma, cfg)
+        perms = [rng.permutation(arms) for _ in range(n_permutations)]
+        if not perms:
+            null = np.zeros(0)
+        elif n_arms == 2:
+            null = _permuted(after, np.stack(perms) == 1, _RULE_IPM, sigma, cfg)
+        else:
+            null = np.array([_arm_ipm(after, pa, n_arms, _RULE_IPM, sigma, cfg) for pa in perms])
+    p = (1.0 + np.sum(null >= ipm_after)) / (1.0 + n_permutations) if n_permutations \
+        else float("nan")
+    return {"n_units": int(len(rows)), "before_training": ipm_before,
+            "after_training": ipm_after,
+            "reduction": 1.0 - ipm_after / ipm_before if ipm_before > 0 else float("nan"),
+            "p_value": float(p)}
 
 
 def _verdict(p: float, reduction: float, significance_level: float, min_reduction: float) -> bool:
@@ -483,7 +582,7 @@ def _permuted(z: torch.Tensor, perms: np.ndarray, ipm: str, sigma: float, cfg) -
 
 # ----------------------------------------------------------------------------- DoWhy refuters
 _REFUTER_PARAMS = ("ipms", "n_permutations", "random_state", "member", "rbf_sigma",
-                   "significance_level", "min_reduction", "max_units")
+                   "significance_level", "min_reduction", "max_units", "units")
 # arguments DoWhy itself passes to or handles for every refuter
 _DOWHY_COMMON = ("random_seed", "n_jobs", "verbose", "show_progress_bar")
 

@@ -115,3 +115,16 @@ def test_worker_processes_give_the_same_results(tmp_path):
     pd.testing.assert_frame_equal(one, two)
     assert "2 worker process(es): CFR-Wass" in (tmp_path / "two" / "ihdp.md").read_text()
     assert pd.read_csv(tmp_path / "two" / "ihdp_summary.csv")["wall_s"].gt(0).all()
+
+
+def test_refuters_end_to_end(tmp_path):
+    assert main(["refuters", "--simulations", "2", "--n-iter", "10", "--refuters",
+                 "placebo_treatment_refuter,random_common_cause", "--out", str(tmp_path)]) == 0
+    raw = pd.read_csv(tmp_path / "refuters_raw.csv")
+    assert list(raw["refuter"]) == ["placebo_treatment_refuter", "random_common_cause"]
+    assert (raw["stacks"] == 1).all() and (raw["simulations"] == 2).all()
+    assert list(raw["seeds"]) == ["original", "spread"]
+    assert np.isfinite(raw[["seconds", "relative", "p_value", "sim_sd"]].to_numpy()).all()
+    assert "random_common_cause" in (tmp_path / "refuters.md").read_text()
+    with pytest.raises(SystemExit):
+        main(["refuters", "--refuters", "add_unobserved_common_cause"])

@@ -1,0 +1,510 @@
+"""DoWhy's re-estimating refuters for CFR/TARNet estimates, every simulation in one stacked training.
+
+DoWhy's ``placebo_treatment_refuter``, ``data_subset_refuter``, ``bootstrap_refuter``,
+``random_common_cause`` and ``dummy_outcome_refuter`` re-estimate the effect once per simulation
+(100 by default), each time fitting a new estimator. For CFR that is 100 trainings per refuter.
+After ``import dowhy_cfr`` the same calls::
+
+    model.refute_estimate(estimand, estimate, method_name="placebo_treatment_refuter")
+    dowhy.causal_refuters.refute_estimate(df, estimand, estimate,
+                                          refuters=[refute_placebo_treatment, ...])
+
+train all simulations of a CFR/TARNet estimate as one stack (one per distinct data shape), and
+return DoWhy's own :class:`~dowhy.causal_refuter.CausalRefutation` (or list of them), built by
+DoWhy's own refuter function with DoWhy's significance test. Any other estimate goes to DoWhy
+unchanged.
+
+How: record, train, replay
+--------------------------
+The refuter function of DoWhy is run twice with the same random state (``numpy``'s global
+state, Python's ``random`` and a ``RandomState`` passed as ``random_state``):
+
+1. *record*: DoWhy draws every simulation's data (permuted or random placebo, subset,
+   resample with noise, random common cause, dummy outcome -- DoWhy's own code) and calls
+   ``fit`` on a copy of the adapter; the copy only records the data CFR would be fitted on.
+2. *train*: the recorded datasets are trained together with :meth:`CFR.fit_stacked` (datasets
+   of one shape form one stack), with the original estimate's seeds and step budget (below).
+3. *replay*: DoWhy runs again from the same random state, draws the same data (checked), and
+   each ``fit`` takes its network from the stack; ``estimate_effect`` is the adapter's own (the
+   same code, target units and arms as the original estimate), and DoWhy computes the result
+   and its p-value as always. If a replayed dataset differs from the recorded one (a random
+   source outside the states above), the refutation falls back to DoWhy's per-simulation loop
+   with a warning.
+
+Comparable re-estimates (a CFR fit is stochastic)
+-------------------------------------------------
+``seeds``: ``"original"`` trains every simulation with the original estimate's network seeds,
+so a re-estimate differs from the original only through the refuter's data (DoWhy's loop does
+the same for an estimator with an int ``random_state``). ``"spread"`` gives every simulation
+fresh seeds (from a generator seeded by the original seeds), so the re-estimates carry the
+seed-to-seed spread of the estimator itself. ``"auto"`` (default) is ``"spread"`` for
+``random_common_cause`` -- the extra input column changes the network's shape, so the original
+seed no longer gives the original initial weights and one fixed seed would compare one
+initialisation with another -- and ``"original"`` for the others. See ``docs/refutation.md``.
+
+``steps``: ``"fitted"`` (default) trains every simulation for the number of steps the original
+fit's early stopping selected (its ``best_iteration_``), keeping the best validation checkpoint
+within them and skipping the patience tail -- on unchanged data this reproduces the original
+network; ``"early_stopping"`` runs the estimator's own schedule and stopping; an int, that many
+steps.
+
+DoWhy's calls cannot carry these options; set them with :func:`stacking_options`, or call
+:func:`refute_stacked` (our own name) directly. ``n_jobs`` is ignored (the stack replaces
+joblib's processes). The refutation gets an extra attribute ``stacking`` (a dict: simulations,
+stacks, steps, seeds, seconds, the re-estimates).
+
+Every option of the five refuters is stacked, including dummy-outcome transformations with
+estimators (one stack per distinct validation-set size) and bootstrap noise on chosen columns.
+Refitting DoWhy's way (one training per simulation) remains available: leave the
+``stacking_options(enabled=False)`` context, or call :func:`dowhy_refuter` (the unwrapped
+DoWhy function).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import importlib
+import inspect
+import logging
+import random
+import time
+import types
+import warnings
+
+import numpy as np
+import pandas as pd
+from sklearn.base import clone
+
+from .dowhy_adapter import CFREstimator
+
+__all__ = ["REFUTERS", "refute_stacked", "stacking_options", "dowhy_refuter", "is_cfr_estimate",
+           "explain", "refute_all", "register"]
+
+#: DoWhy method names -> (module in ``dowhy.causal_refuters``, refuter function name).
+REFUTERS = {
+    "placebo_treatment_refuter": ("placebo_treatment_refuter", "refute_placebo_treatment"),
+    "data_subset_refuter": ("data_subset_refuter", "refute_data_subset"),
+    "bootstrap_refuter": ("bootstrap_refuter", "refute_bootstrap"),
+    "random_common_cause": ("random_common_cause", "refute_random_common_cause"),
+    "dummy_outcome_refuter": ("dummy_outcome_refuter", "refute_dummy_outcome"),
+}
+_SEED_HIGH = 2**31 - 1
+_RATIO_REFUTERS = ("placebo_treatment_refuter", "dummy_outcome_refuter")  # ideal new effect: 0
+_OPTIONS = {"enabled": True, "steps": "fitted", "seeds": "auto"}
+_ORIGINALS: dict = {}  # method name -> DoWhy's function
+_logger = logging.getLogger(__name__)
+
+
+class ReplayMismatch(RuntimeError):
+    """The replayed simulation's data differ from the recorded ones."""
+
+
+# ----------------------------------------------------------------------------- options
+@contextlib.contextmanager
+def stacking_options(*, enabled=None, steps=None, seeds=None):
+    """Set how DoWhy's refuters treat CFR estimates inside a ``with`` block.
+
+    Parameters
+    ----------
+    enabled : bool, optional
+        False: DoWhy's own per-simulation loop (one training per simulation).
+    steps : {"fitted", "early_stopping"} or int, optional
+        Training steps of every simulation (see the module docstring).
+    seeds : {"auto", "original", "spread"}, optional
+        Network seeds of the simulations (see the module docstring).
+    """
+    new = {k: v for k, v in (("enabled", enabled), ("steps", steps), ("seeds", seeds))
+           if v is not None}
+    _check_options(new.get("steps", _OPTIONS["steps"]), new.get("seeds", _OPTIONS["seeds"]))
+    old = dict(_OPTIONS)
+    _OPTIONS.update(new)
+    try:
+        yield dict(_OPTIONS)
+    finally:
+        _OPTIONS.clear()
+        _OPTIONS.update(old)
+
+
+def _check_options(steps, seeds):
+    if seeds not in ("auto", "original", "spread"):
+        raise ValueError(f"seeds={seeds!r} is invalid: use 'auto', 'original' or 'spread'")
+    if isinstance(steps, str):
+        if steps not in ("fitted", "early_stopping"):
+            raise ValueError(f"steps={steps!r} is invalid: use 'fitted', 'early_stopping' or a "
+                             f"positive number of steps")
+    elif isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"steps={steps!r} is invalid: use 'fitted', 'early_stopping' or a "
+                         f"positive number of steps")
+
+
+def is_cfr_estimate(estimate) -> bool:
+    """Whether ``estimate`` (a DoWhy CausalEstimate) comes from ``backdoor.cfr``/``tarnet``."""
+    return isinstance(getattr(estimate, "estimator", None), CFREstimator)
+
+
+def dowhy_refuter(method_name: str):
+    """DoWhy's own (unwrapped) refuter function of ``method_name``."""
+    if method_name not in REFUTERS:
+        raise ValueError(f"method_name={method_name!r} is not one of {sorted(REFUTERS)}")
+    if method_name in _ORIGINALS:
+        return _ORIGINALS[method_name]
+    module, func = REFUTERS[method_name]
+    return getattr(importlib.import_module(f"dowhy.causal_refuters.{module}"), func)
+
+
+# ----------------------------------------------------------------------------- the session
+class _Session:
+    """Recorded datasets of one refutation, then the fitted estimators replayed in order."""
+
+    def __init__(self):
+        self.records: list = []  # (y, t, x, columns)
+        self.fits: list | None = None
+        self.position = 0
+        self.values: list = []
+
+    @property
+    def replaying(self) -> bool:
+        return self.fits is not None
+
+    def take(self, y, t, x, columns):
+        """Record one dataset (record pass) or return its fitted estimator (replay pass)."""
+        if not self.replaying:
+            self.records.append((y, t, x, tuple(columns)))
+            return len(self.records) - 1
+        if self.position >= len(self.records):
+            raise ReplayMismatch("more simulations were replayed than recorded")
+        ry, rt, rx, rcols = self.records[self.position]
+        if (rcols != tuple(columns) or not np.array_equal(ry, y) or not np.array_equal(rt, t)
+                or not np.array_equal(rx, x)):
+            raise ReplayMismatch(f"simulation {self.position} drew other data when replayed")
+        self.position += 1
+        return self.fits[self.position - 1]
+
+
+class _Capture:
+    """Stands in for the CFR inside ``CFREstimator.fit``: keeps what it would be fitted on."""
+
+    def fit(self, Y, T, *, X, **_):
+        self.data = (np.asarray(Y, dtype=float), np.asarray(T), np.asarray(X, dtype=float),
+                     list(X.columns))
+        return self
+
+
+class _StackedAdapter(CFREstimator):
+    """The adapter DoWhy's refuter loop works with during a stacked refutation: ``fit`` runs the
+    adapter's own bookkeeping, then records the data (or takes the replayed network)."""
+
+    _session: _Session
+
+    def get_new_estimator_object(self, identified_estimand, test_significance=False,
+                                 evaluate_effect_strength=False, confidence_intervals=None):
+        session, fitted = self._session, self.estimator
+        self._session, self.estimator = None, None  # neither is copied
+        try:
+            new = super().get_new_estimator_object(identified_estimand, test_significance,
+                                                   evaluate_effect_strength, confidence_intervals)
+        finally:
+            self._session, self.estimator = session, fitted
+        new._session, new.estimator = session, fitted
+        new._confidence_intervals = False  # the refuters only use the value
+        return new
+
+    def fit(self, data, effect_modifier_names=None, **fit_params):
+        capture = _Capture()
+        self.estimator = capture
+        super().fit(data, effect_modifier_names)  # no EconML inference: only values are used
+        self._slot = self._session.take(*capture.data)
+        if self._session.replaying:
+            self.estimator = self._slot
+        return self
+
+    def estimate_effect(self, data, treatment_value=1, control_value=0, target_units=None, **kw):
+        if not self._session.replaying:
+            return types.SimpleNamespace(value=float(self._slot))  # placeholder, discarded
+        estimate = super().estimate_effect(data, treatment_value, control_value, target_units)
+        self._session.values.append(estimate.value)
+        return estimate
+
+
+def _session_estimate(estimate, session):
+    """A shallow copy of ``estimate`` whose estimator is a recording copy of its adapter."""
+    adapter = copy.copy(estimate.estimator)
+    adapter.__class__ = _StackedAdapter
+    adapter._session = session
+    out = copy.copy(estimate)
+    out.estimator = adapter
+    return out
+
+
+# ----------------------------------------------------------------------------- training
+def _step_budget(est, steps):
+    if steps == "fitted":
+        return {"n_iter": max(1, int(np.max(est.best_iteration_))), "patience": None}
+    if steps == "early_stopping":
+        return {}
+    return {"n_iter": int(steps), "patience": None}
+
+
+def _seed_matrix(est, n_sims: int, seeds: str) -> np.ndarray:
+    """(n_sims, n_members) network seeds: the original's, or fresh ones per simulation."""
+    original = np.asarray(est.seeds_, dtype=np.int64)
+    if seeds == "original":
+        return np.tile(original, (n_sims, 1))
+    rng = np.random.default_rng([int(s) for s in original] + [0x5EED])
+    return rng.integers(0, _SEED_HIGH, size=(n_sims, len(original)))
+
+
+def _train_records(estimate, records, steps, seeds) -> tuple[list, int, dict]:
+    """Fitted CFRs for the recorded datasets, one stack per distinct shape/columns."""
+    est = estimate.estimator.estimator
+    params = {"n_ensemble": len(est.seeds_), "verbose": 0, **_step_budget(est, steps)}
+    template = clone(est).set_params(**params)
+    seed_matrix = _seed_matrix(est, len(records), seeds)
+    groups: dict = {}
+    for i, (_, _, x, cols) in enumerate(records):
+        groups.setdefault((x.shape, cols), []).append(i)
+    fits = [None] * len(records)
+    for (_, cols), idx in groups.items():
+        xs = [pd.DataFrame(records[i][2], columns=list(cols)) for i in idx]
+        members = template.fit_stacked([records[i][0] for i in idx],
+                                       [records[i][1] for i in idx], X=xs,
+                                       seeds=seed_matrix[idx])
+        for i, m in zip(idx, members):
+            fits[i] = m
+    return fits, len(groups), params
+
+
+# ----------------------------------------------------------------------------- the refutation
+class _RandomStates:
+    """Everything a refuter draws from (numpy's and Python's global states, a ``RandomState``
+    argument), saved so that the refuter can run again from the same state."""
+
+    def __init__(self, kwargs):
+        self.global_states = (np.random.get_state(), random.getstate())
+        self.random_state = kwargs.get("random_state")
+        self.saved = copy.deepcopy(self.random_state)
+
+    def arguments(self, kwargs, *, last: bool):
+        """``kwargs`` for one more run: globals restored; a RandomState argument copied from
+        its saved state (the caller's own object for the ``last`` run, as DoWhy would use it)."""
+        np.random.set_state(self.global_states[0])
+        random.setstate(self.global_states[1])
+        if not isinstance(self.random_state, np.random.RandomState):
+            return kwargs
+        if last:
+            self.random_state.set_state(self.saved.get_state())
+            return kwargs
+        return {**kwargs, "random_state": copy.deepcopy(self.saved)}
+
+
+def _quiet():
+    """Silence DoWhy's logging and warnings for the record pass (its result is discarded)."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(warnings.catch_warnings())
+    warnings.simplefilter("ignore")
+    log = logging.getLogger("dowhy")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    stack.callback(log.setLevel, level)
+    return stack
+
+
+def refute_stacked(method_name: str, data: pd.DataFrame, target_estimand, estimate, *,
+                   steps=None, seeds=None, **kwargs):
+    """Run DoWhy's refuter ``method_name`` on a CFR/TARNet estimate, all simulations stacked.
+
+    Parameters
+    ----------
+    method_name : str
+        One of :data:`REFUTERS` (DoWhy's method names).
+    data, target_estimand, estimate
+        As for DoWhy's refuter functions (``estimate`` from ``backdoor.cfr``/``tarnet``).
+    steps : {"fitted", "early_stopping"} or int, optional
+        Steps per simulation (default: :func:`stacking_options`' value, ``"fitted"``).
+    seeds : {"auto", "original", "spread"}, optional
+        Network seeds of the simulations (default ``"auto"``; see the module docstring).
+    **kwargs
+        DoWhy's arguments of that refuter (``num_simulations``, ``random_state``, ...).
+
+    Returns
+    -------
+    CausalRefutation or list of them
+        DoWhy's result, with an extra ``stacking`` dict.
+    """
+    steps = _OPTIONS["steps"] if steps is None else steps
+    seeds = _OPTIONS["seeds"] if seeds is None else seeds
+    _check_options(steps, seeds)
+    if not is_cfr_estimate(estimate):
+        raise TypeError(f"refute_stacked needs an estimate of backdoor.cfr/backdoor.tarnet; got "
+                        f"one of {type(getattr(estimate, 'estimator', None)).__name__}. Use "
+                        f"DoWhy's refuters for other estimators.")
+    if seeds == "auto":
+        seeds = "spread" if method_name == "random_common_cause" else "original"
+    refuter = dowhy_refuter(method_name)
+    kwargs = {**kwargs, "data": data, "target_estimand": target_estimand, "n_jobs": 1}
+    start, states = time.perf_counter(), _RandomStates(kwargs)
+    session = _Session()
+    with _quiet():
+        refuter(estimate=_session_estimate(estimate, session),
+                **states.arguments(kwargs, last=False))
+    session.fits, n_stacks, params = _train_records(estimate, session.records, steps, seeds)
+    try:
+        result = refuter(estimate=_session_estimate(estimate, session),
+                         **states.arguments(kwargs, last=True))
+    except ReplayMismatch as exc:
+        warnings.warn(f"{method_name}: {exc}; running DoWhy's per-simulation loop instead",
+                      RuntimeWarning, stacklevel=2)
+        return refuter(estimate=estimate, **states.arguments(kwargs, last=True))
+    info = {"simulations": len(session.records), "stacks": n_stacks,
+            "steps": params.get("n_iter", "early_stopping"), "seeds": seeds,
+            "seconds": time.perf_counter() - start, "estimates": np.asarray(session.values)}
+    for res in result if isinstance(result, list) else [result]:
+        res.stacking = info
+    return result
+
+
+# ----------------------------------------------------------------------------- registration
+def _dispatcher(method_name: str, original):
+    """DoWhy's refuter function ``original``, stacked for CFR estimates."""
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def refuter(*args, **kwargs):
+        try:
+            bound = signature.bind_partial(*args, **kwargs).arguments
+        except TypeError:
+            return original(*args, **kwargs)
+        if not (_OPTIONS["enabled"] and is_cfr_estimate(bound.get("estimate"))):
+            return original(*args, **kwargs)
+        extra = bound.pop("_", {})  # DoWhy's functions swallow unknown keywords
+        return refute_stacked(method_name, **{**extra, **bound})
+
+    refuter.__dowhy_cfr_original__ = original
+    return refuter
+
+
+def _wrap_functional_api(package):
+    """DoWhy's ``refute_estimate(..., refuters=[...])`` with its refuter functions replaced by
+    the dispatchers (also the functions a user imported before ``import dowhy_cfr``)."""
+    module = importlib.import_module("dowhy.causal_refuters.refute_estimate")
+    original = module.refute_estimate
+    if getattr(original, "__dowhy_cfr_wrapper__", False):
+        return
+    swap = {id(_ORIGINALS[name]): getattr(package, REFUTERS[name][1]) for name in _ORIGINALS}
+
+    @functools.wraps(original)
+    def refute_estimate(*args, refuters=module.ALL_REFUTERS, **kwargs):
+        refuters = [swap.get(id(r), r) for r in refuters]
+        return original(*args, refuters=refuters, **kwargs)
+
+    refute_estimate.__dowhy_cfr_wrapper__ = True
+    module.refute_estimate = refute_estimate
+    package.refute_estimate = refute_estimate
+
+
+def register() -> list:
+    """Route DoWhy's five re-estimating refuters through the stacked path for CFR estimates
+    (idempotent; run on ``import dowhy_cfr``). Returns the method names wrapped."""
+    package = importlib.import_module("dowhy.causal_refuters")
+    for name, (module_name, func) in REFUTERS.items():
+        module = importlib.import_module(f"dowhy.causal_refuters.{module_name}")
+        current = getattr(module, func)
+        original = getattr(current, "__dowhy_cfr_original__", current)
+        _ORIGINALS[name] = original
+        if current is original:
+            wrapped = _dispatcher(name, original)
+            setattr(module, func, wrapped)  # the refuter classes call this module global
+            setattr(package, func, wrapped)
+    _wrap_functional_api(package)
+    return list(REFUTERS)
+
+
+register()
+
+
+# ----------------------------------------------------------------------------- reading a result
+_MEANING = {
+    "placebo_treatment_refuter": (
+        "effect of a random placebo treatment",
+        "the effect vanishes when the treatment is replaced by a random one",
+        "a random placebo treatment still shows an effect: the estimate may not come from the "
+        "treatment"),
+    "data_subset_refuter": (
+        "mean re-estimate on random subsets",
+        "the estimate is what random subsets of the units give",
+        "the estimate is unlike those of random subsets: it rests on particular units"),
+    "bootstrap_refuter": (
+        "mean re-estimate on resamples with noisy covariates",
+        "the estimate is what resamples with measurement noise give",
+        "the estimate is unlike those of resamples with noisy covariates"),
+    "random_common_cause": (
+        "mean re-estimate with a random common cause added",
+        "an irrelevant extra confounder does not move the estimate beyond its seed spread",
+        "an irrelevant extra confounder moves the estimate"),
+    "dummy_outcome_refuter": (
+        "effect on a dummy outcome (true effect 0)",
+        "no effect is found where there is none",
+        "an effect is found on an outcome that has none"),
+}
+
+
+def refute_all(model, estimand, estimate, refuters=tuple(REFUTERS), *, simulations=100,
+                 seed=0, callback=None) -> pd.DataFrame:
+    """Run DoWhy's refuters through ``model.refute_estimate(..., num_simulations=simulations,
+    random_seed=seed)``, one after the other; returns one row per refuter (wall and CPU
+    seconds of this process -- the CPU time does not grow with other processes' load -- stacks,
+    the new effect relative to the estimate -- ``new / estimate`` for the placebo and dummy
+    outcome, ``new / estimate - 1`` for the others --, the standard deviation of the
+    re-estimates ``sim_sd`` (stacked runs) and DoWhy's p-value; the first result of
+    refuters returning a list). ``callback(name, refutation, seconds)`` after each.
+
+    ``random_seed`` (DoWhy seeds numpy's global state) rather than an int ``random_state``: with
+    an int ``random_state`` DoWhy's subset and bootstrap refuters draw the same rows in every
+    simulation."""
+    rows = []
+    for name in refuters:
+        start, cpu = time.perf_counter(), time.process_time()
+        res = model.refute_estimate(estimand, estimate, method_name=name,
+                                    num_simulations=simulations, random_seed=seed)
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        if callback is not None:
+            callback(name, res, seconds)
+        first = res[0] if isinstance(res, list) else res
+        stacking = getattr(first, "stacking", {})
+        new = float(first.new_effect)
+        rel = new / estimate.value if name in _RATIO_REFUTERS else new / estimate.value - 1
+        rows.append(dict(refuter=name, seconds=round(seconds, 1), cpu_seconds=round(cpu, 1),
+                         simulations=stacking.get("simulations", simulations),
+                         stacks=stacking.get("stacks", simulations),
+                         steps=stacking.get("steps", "dowhy"), seeds=stacking.get("seeds", "-"),
+                         estimate=round(float(estimate.value), 4), new_effect=round(new, 4),
+                         relative=round(rel, 4),
+                         sim_sd=round(float(np.std(stacking["estimates"])), 4)
+                         if "estimates" in stacking else float("nan"),
+                         p_value=float(first.refutation_result["p_value"]),
+                         significant=bool(first.refutation_result["is_statistically_significant"])))
+    return pd.DataFrame(rows)
+
+
+def explain(method_name: str, refutation, estimate_value: float) -> str:
+    """One line saying what a refutation of ``method_name`` means (used by the demo).
+
+    The size is relative to the original estimate: ``new_effect / estimate`` for the placebo
+    and dummy-outcome refuters (ideally 0), ``new_effect / estimate - 1`` for the others
+    (ideally 0); the verdict is DoWhy's significance test at its level (p < 0.05 fails).
+    """
+    what, good, bad = _MEANING[method_name]
+    result = refutation[0] if isinstance(refutation, list) else refutation
+    p = float(result.refutation_result["p_value"])
+    significant = bool(result.refutation_result["is_statistically_significant"])
+    new = float(result.new_effect)
+    if method_name in _RATIO_REFUTERS:
+        size = f"{new:+.3f} = {new / estimate_value:+.1%} of the estimate"
+        fails = significant and new != 0
+    else:
+        size = f"{new:.3f} ({new / estimate_value - 1:+.1%} vs the estimate)"
+        fails = significant
+    verdict = f"FAILS: {bad}" if fails else f"passes: {good}"
+    return f"{method_name}: {what} {size}, p = {p:.2g} -> {verdict}"

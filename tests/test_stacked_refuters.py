@@ -1,0 +1,173 @@
+"""DoWhy's re-estimating refuters on CFR estimates, stacked (dowhy_cfr.stacked_refuters)."""
+
+import logging
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from dowhy import CausalModel
+from dowhy.causal_refuter import CausalRefutation
+from helpers import TINY, make_confounded
+
+import dowhy_cfr  # noqa: F401
+from dowhy_cfr import CFR
+from dowhy_cfr import stacked_refuters as sr
+
+logging.getLogger("dowhy").setLevel(logging.ERROR)
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+ALL = tuple(sr.REFUTERS)
+SIMS = 3
+
+
+@pytest.fixture(scope="module")
+def setup():
+    X, T, Y, _ = make_confounded(n=240, d=4, seed=1)
+    df = pd.DataFrame(X, columns=[f"x{i}" for i in range(X.shape[1])])
+    df["t"], df["y"] = T, Y
+    model = CausalModel(data=df, treatment="t", outcome="y", common_causes=list(df.columns[:4]))
+    estimand = model.identify_effect(method_name="maximal-adjustment",
+                                     proceed_when_unidentifiable=True)
+    estimate = model.estimate_effect(estimand, method_name="backdoor.cfr",
+                                     method_params={"init_params": TINY})
+    return df, model, estimand, estimate
+
+
+def _refute(model, estimand, estimate, name, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = model.refute_estimate(estimand, estimate, method_name=name,
+                                    num_simulations=SIMS, random_seed=3, **kwargs)
+    return res[0] if isinstance(res, list) else res
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_stacked_equals_one_by_one(setup, name):
+    """Same seeds and schedule: the stack gives DoWhy's per-simulation loop's re-estimates."""
+    _, model, estimand, estimate = setup
+    with sr.stacking_options(steps="early_stopping", seeds="original"):
+        stacked = _refute(model, estimand, estimate, name)
+    with sr.stacking_options(enabled=False):
+        loop = _refute(model, estimand, estimate, name)
+    assert stacked.stacking["simulations"] == SIMS and stacked.stacking["stacks"] == 1
+    assert not hasattr(loop, "stacking")
+    assert stacked.new_effect == pytest.approx(loop.new_effect, abs=1e-5)
+    assert stacked.refutation_result["p_value"] == pytest.approx(
+        loop.refutation_result["p_value"], abs=1e-4)
+    assert np.ptp(stacked.stacking["estimates"]) > 0 or name == "data_subset_refuter"
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_result_is_dowhys(setup, name):
+    _, model, estimand, estimate = setup
+    res = _refute(model, estimand, estimate, name)
+    assert isinstance(res, CausalRefutation)
+    for field in ("estimated_effect", "new_effect", "refutation_type", "refutation_result"):
+        assert getattr(res, field) is not None
+    assert set(res.refutation_result) == {"p_value", "is_statistically_significant"}
+    assert res.refuter is not None  # DoWhy's class attached itself
+    assert "Refute:" in str(res)
+    assert len(res.stacking["estimates"]) == SIMS
+    expected = "spread" if name == "random_common_cause" else "original"
+    assert res.stacking["seeds"] == expected
+    assert res.stacking["steps"] == int(estimate.estimator.estimator.best_iteration_[0])
+    assert sr.explain(name, res, estimate.value).startswith(name)
+
+
+def test_fitted_steps_reproduce_the_original_on_unchanged_data(setup):
+    """The refit budget: the original's seeds for its best step reproduce its network."""
+    df, _, _, estimate = setup
+    cfr = estimate.estimator.estimator
+    template = CFR(**{**TINY, "n_iter": int(cfr.best_iteration_[0]), "patience": None})
+    X = df[["x0", "x1", "x2", "x3"]]
+    fits = template.fit_stacked([df["y"].to_numpy()] * 2, df["t"].to_numpy(), X=[X, X],
+                                seeds="fit")
+    for f in fits:
+        assert f.ate(X) == pytest.approx(cfr.ate(X), abs=1e-5)
+
+
+def test_per_dataset_covariates_match_single_fits():
+    X, T, Y, _ = make_confounded(n=150, d=3, seed=2)
+    rng = np.random.default_rng(0)
+    xs = [np.hstack([X, rng.normal(size=(150, 1))]) for _ in range(3)]
+    fits = CFR(**TINY).fit_stacked([Y] * 3, T, X=xs, seeds="fit")
+    singles = [CFR(**TINY).fit(Y, T, X=x) for x in xs]
+    got = [f.ate(x) for f, x in zip(fits, xs)]
+    assert got == pytest.approx([s.ate(x) for s, x in zip(singles, xs)], abs=1e-5)
+    assert np.ptp(got) > 1e-4  # the extra columns differ, so do the fits
+
+
+def test_non_cfr_estimates_go_to_dowhy_unchanged(setup):
+    df, model, estimand, _ = setup
+    linear = model.estimate_effect(estimand, method_name="backdoor.linear_regression")
+    res = _refute(model, estimand, linear, "placebo_treatment_refuter")
+    original = sr.dowhy_refuter("placebo_treatment_refuter")
+    np.random.seed(3)
+    ref = original(data=df, target_estimand=estimand, estimate=linear, treatment_names=["t"],
+                   num_simulations=SIMS)
+    assert not hasattr(res, "stacking")
+    assert res.new_effect == pytest.approx(ref.new_effect)
+    with pytest.raises(TypeError, match="backdoor.cfr"):
+        sr.refute_stacked("placebo_treatment_refuter", df, estimand, linear)
+
+
+def test_functional_api_is_stacked(setup):
+    df, _, estimand, estimate = setup
+    from dowhy.causal_refuters import refute_estimate
+    from dowhy.causal_refuters.random_common_cause import refute_random_common_cause
+
+    original = sr.dowhy_refuter("placebo_treatment_refuter")  # as imported before dowhy_cfr
+    # DoWhy's placebo function wants treatment_names, which refute_estimate does not pass
+    results = refute_estimate(df, estimand, estimate, treatment_name="t", outcome_name="y",
+                              treatment_names=["t"],
+                              refuters=[original, refute_random_common_cause],
+                              num_simulations=SIMS, random_state=np.random.RandomState(0))
+    assert len(results) == 2
+    assert all(r.stacking["simulations"] == SIMS for r in results)
+
+
+def test_own_names_and_options(setup):
+    df, _, estimand, estimate = setup
+    res = sr.refute_stacked("random_common_cause", df, estimand, estimate, steps=5,
+                            seeds="original", num_simulations=2, random_state=1)
+    assert res.stacking["steps"] == 5 and res.stacking["seeds"] == "original"
+    with pytest.raises(ValueError, match="seeds"):
+        with sr.stacking_options(seeds="fixed"):
+            pass
+    with pytest.raises(ValueError, match="steps"):
+        sr.refute_stacked("random_common_cause", df, estimand, estimate, steps=0)
+    with pytest.raises(ValueError, match="method_name"):
+        sr.dowhy_refuter("add_unobserved_common_cause")
+
+
+def test_dummy_outcome_with_an_estimator_transformation():
+    """DoWhy's estimator-based dummy outcomes (one validation set per treatment group; DoWhy
+    needs a bool treatment for them) give the loop's results, stacked."""
+    X, T, Y, _ = make_confounded(n=240, d=4, seed=1)
+    df = pd.DataFrame(X, columns=[f"x{i}" for i in range(4)])
+    df["t"], df["y"] = T.astype(bool), Y
+    model = CausalModel(data=df, treatment="t", outcome="y", common_causes=list(df.columns[:4]))
+    estimand = model.identify_effect(method_name="maximal-adjustment",
+                                     proceed_when_unidentifiable=True)
+    estimate = model.estimate_effect(estimand, method_name="backdoor.cfr", treatment_value=True,
+                                     control_value=False, method_params={"init_params": TINY})
+    steps = [("linear_regression", {}), ("noise", {"std_dev": 1})]
+    out = {}
+    for enabled in (True, False):
+        with sr.stacking_options(enabled=enabled, steps="early_stopping", seeds="original"):
+            out[enabled] = _refute_all(model, estimand, estimate, "dummy_outcome_refuter",
+                                       transformation_list=steps)
+    assert len(out[True]) == len(out[False]) == 2  # one result per treatment group
+    for s, d in zip(out[True], out[False]):
+        assert s.new_effect == pytest.approx(d.new_effect, abs=1e-5)
+        assert s.refutation_result["p_value"] == pytest.approx(d.refutation_result["p_value"],
+                                                               abs=1e-4)
+    assert out[True][0].stacking["simulations"] == 2 * SIMS
+
+
+def _refute_all(model, estimand, estimate, name, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model.refute_estimate(estimand, estimate, method_name=name,
+                                     num_simulations=SIMS, random_seed=3, **kwargs)
