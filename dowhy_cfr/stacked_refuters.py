@@ -260,6 +260,8 @@ def _train_records(estimate, records, steps, seeds) -> tuple[list, int, dict]:
     """Fitted CFRs for the recorded datasets, one stack per distinct shape/columns."""
     est = estimate.estimator.estimator
     params = {"n_ensemble": len(est.seeds_), "verbose": 0, **_step_budget(est, steps)}
+    if isinstance(est.alpha, (str, list, tuple)):  # alpha="auto" or a grid: refit the choice
+        params["alpha"] = est.alpha_
     template = clone(est).set_params(**params)
     seed_matrix = _seed_matrix(est, len(records), seeds)
     groups: dict = {}

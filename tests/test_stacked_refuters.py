@@ -171,3 +171,19 @@ def _refute_all(model, estimand, estimate, name, **kwargs):
         warnings.simplefilter("ignore")
         return model.refute_estimate(estimand, estimate, method_name=name,
                                      num_simulations=SIMS, random_seed=3, **kwargs)
+
+
+def test_an_alpha_grid_estimate_is_refuted_with_the_selected_alpha(setup):
+    """alpha="auto"/a grid: the simulations refit the alpha the original fit selected
+    (fit_stacked takes a number only), so stacked and one-by-one still agree."""
+    df, model, estimand, _ = setup
+    estimate = model.estimate_effect(estimand, method_name="backdoor.cfr",
+                                     method_params={"init_params": {**TINY,
+                                                                    "alpha": [0.0, 0.5]}})
+    cfr = estimate.estimator.estimator
+    assert cfr.alpha_ in (0.0, 0.5)
+    name = "placebo_treatment_refuter"
+    with sr.stacking_options(steps="early_stopping", seeds="original"):
+        stacked = _refute(model, estimand, estimate, name)
+    assert stacked.stacking["simulations"] == SIMS
+    assert np.all(np.isfinite(stacked.stacking["estimates"]))
