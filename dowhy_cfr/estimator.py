@@ -57,10 +57,9 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         is computed on the standardised outcome, so ``alpha`` does not depend on the units of Y.
         The paper's alpha = 0.3 was set on raw IHDP outcomes, whose variance is about 4 for a
         typical realization; on the standardised scale that corresponds to roughly 0.075. The
-        default was chosen by measurement on IHDP (see ``docs/results.md``). ``"auto"`` (or a
-        list) selects from :data:`dowhy_cfr.core.ALPHA_GRID` (the list) in one stacked pass, by
-        the R-loss (:func:`dowhy_cfr.metrics.r_loss`) on the members' validation units; see
-        ``alpha_``, ``alpha_scores_`` and ``docs/parameters.md``. Binary treatments only.
+        default was chosen by measurement (``docs/results.md``). ``"auto"`` (or a list) selects
+        from :data:`dowhy_cfr.core.ALPHA_GRID` (the list) in one stack by the validation R-loss
+        (``alpha_``, ``alpha_scores_``, ``docs/parameters.md``). Binary treatments only.
     ipm : {"wass", "wass2", "mmd2_lin", "mmd2_rbf"}
         The IPM: entropic Wasserstein-1 (CFR-Wass, the default), the same with squared Euclidean
         cost, squared linear MMD (the paper's CFR-MMD) or unbiased Gaussian-kernel MMD.
@@ -142,9 +141,8 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
     alpha_ : float
         The alpha used (the selected one with ``alpha="auto"`` or a list).
     alpha_scores_ : pandas.DataFrame or None
-        With ``alpha="auto"`` or a list: one row per candidate alpha, its validation criteria
-        (``nn_pehe``, ``r_loss``, ``dr_loss``, mean over the ensemble members; lower is better)
-        and ``selected``. None otherwise (and after ``load``).
+        With ``alpha="auto"`` or a list: per candidate, its validation criteria (``nn_pehe``,
+        ``r_loss``, ``dr_loss``; mean over members, lower is better) and ``selected``; else None.
     model_final_ : list of fitted regressors or None
         The final-stage models, one per treated arm (only when W was given).
     seeds_, loss_ : list of int, str
@@ -247,8 +245,8 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         """``n_replicas`` fitted copies on within-arm resamples (:func:`dowhy_cfr.fitting.bootstrap`);
         ``n_steps``: that many steps each, without early stopping (None: as the estimator)."""
         template = clone(self)
-        if fitting.alpha_grid(self.alpha) is not None:
-            template.set_params(alpha=self.alpha_)  # the replicas refit the selected alpha
+        if fitting.alpha_grid(self.alpha) is not None:  # the replicas refit the chosen alpha
+            template.set_params(alpha=self.alpha_)
         if n_steps is not None:
             template.set_params(n_iter=int(n_steps), patience=None)
         base = self.random_state if random_state is None else random_state
@@ -293,17 +291,14 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         ----------
         Y : array_like, shape (K, n), or a list of K vectors of length n
         T : array_like, shape (n,) shared by all datasets, or (K, n)
-        X, W : covariates shared by all datasets, as in :meth:`fit`, or a list (or array) of K
-            per-dataset blocks of one shape (e.g. the data with an extra column, a subsample or a
-            resample per dataset); per-dataset covariates are standardised per dataset.
+        X, W : covariates shared by all datasets (as in :meth:`fit`), or K per-dataset blocks of
+            one shape, each standardised on its own (e.g. the data with an extra column).
         units : array_like of int, shape (K, m), optional
             Dataset k consists of the rows ``units[k]`` of shared ``X``/``W`` and of
             ``Y[k]``/``T[k]`` (e.g. each realization's own training units). Default: all rows.
         seeds : None, "fit" or array_like of int, optional
-            None: one network seed per dataset, drawn from ``random_state`` (``n_ensemble`` must
-            be 1). ``"fit"``: every dataset gets the seeds :meth:`fit` would draw (all its
-            ``n_ensemble`` members), so that the K fits differ only by their data -- what
-            refitting this estimator on each dataset gives. Or K (x ``n_ensemble``) seeds.
+            None: one seed per dataset (``n_ensemble`` 1); ``"fit"``: the seeds :meth:`fit`
+            draws, for every dataset; or K (x ``n_ensemble``) seeds.
 
         Returns
         -------
