@@ -15,6 +15,7 @@ from sklearn.base import BaseEstimator, clone
 from . import _io, fitting
 from . import _validation as V
 from .core import CFRConfig
+from .inference import AverageEffectsMixin, CFRAIPWInference, CFRBootstrapInference
 
 __all__ = ["CFR", "TARNet"]
 
@@ -37,7 +38,7 @@ def _fitted(path: str, doc: str) -> property:
     return property(get, doc=doc)
 
 
-class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
+class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
     """Counterfactual Regression (Shalit, Johansson & Sontag, ICML 2017) as an EconML estimator.
 
     A shared representation ``Phi`` of the covariates feeds one outcome head per treatment arm
@@ -112,6 +113,18 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
     n_ensemble : int, default 1
         Number of networks trained (stacked, in one pass) from different seeds and validation
         splits; effects are averaged over them.
+    debias : {"aipw", None}, default "aipw"
+        "aipw": average effects are doubly robust (:mod:`dowhy_cfr.debiased`), and every effect
+        is shifted by one constant per arm so that ``ate(X)`` over the fitted units -- the mean of
+        ``effect(X)`` -- is the AIPW ATE. None: the heads' plug-in effects, no analytic intervals.
+        The plug-in stays available as ``average_effect(..., debiased=False)``.
+    cross_fit : bool, default False
+        The ``n_ensemble`` members are cross-fitting folds: member k trains on the units outside
+        fold k, and the AIPW corrections use out-of-fold outcome predictions.
+    model_propensity, min_propensity, cv : classifier or None, float, int
+        Propensity model (None: standardised logistic regression with cross-validated L2, as
+        EconML's DRLearner), cross-fitted over ``cv`` stratified folds; probabilities are clipped
+        below at ``min_propensity`` (default 0.01; cv default 5).
     categories : "auto" or list, default "auto"
         Treatment categories; the first is the control arm.
     random_state : int, RandomState or None, default None
@@ -163,7 +176,8 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         relative_patience=_D.relative_patience,
         reweight_sample=_D.reweight_sample, rbf_sigma=_D.rbf_sigma, wass_lambda=_D.wass_lambda,
         wass_iterations=_D.wass_iterations, wass_backprop=_D.wass_backprop,
-        loss="auto", model_final=None, n_ensemble=1, categories="auto", random_state=None,
+        loss="auto", model_final=None, n_ensemble=1, debias="aipw", cross_fit=False,
+        model_propensity=None, min_propensity=0.01, cv=5, categories="auto", random_state=None,
         device="cpu", verbose=1,
     ):
         params = locals()
@@ -196,8 +210,10 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         self._d_t = (fitted.encoding.n_arms - 1,)
         if Y is not None:
             self._postfit(Y, T)
-        if Y is not None or econml_state is not None:
-            self._inference = None
+        if Y is not None or econml_state is not None:  # fit_stacked, replicas, load
+            stage = fitted.debiased
+            self._inference = None if stage is None or stage.e is None else \
+                CFRAIPWInference().fit(self)
         return self
 
     def _check_fitted(self):
@@ -219,11 +235,12 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         return super()._expand_treatments(X, *Ts, transform=transform)
 
     def _get_inference_options(self):
-        # "bootstrap" trains all replicas in one stacked pass (see dowhy_cfr.inference)
-        from .inference import CFRBootstrapInference
-
+        # "bootstrap" trains all replicas in one stacked pass; "auto" = "aipw" (analytic, for the
+        # average effects over the fitted units) unless debias=None (see dowhy_cfr.inference)
         options = dict(super()._get_inference_options())
         options["bootstrap"] = CFRBootstrapInference
+        options["aipw"] = CFRAIPWInference
+        options["auto"] = lambda: CFRAIPWInference() if self.debias is not None else None
         return options
 
     def _strata(self, Y, T, *args, **kwargs):
@@ -242,8 +259,7 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         return [clone(template)._set_fitted(f, Y, T, X) for f in fits]
 
     # ------------------------------------------------------------------ fit
-    @BaseCateEstimator._wrap_fit
-    def fit(self, Y, T, *, X, W=None, inference=None):
+    def fit(self, Y, T, *, X, W=None, inference="auto"):
         """Train the networks on outcomes ``Y``, treatments ``T`` and covariates ``X`` (and ``W``).
 
         Parameters
@@ -258,13 +274,20 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         W : array_like, shape (n, d_w), optional
             Further confounders the representation sees; CATE is then averaged over W given X by
             ``model_final`` (see the class docstring).
-        inference : str, Inference or None
-            ``"bootstrap"`` or an EconML ``BootstrapInference`` for intervals.
+        inference : "auto", "aipw", "bootstrap", Inference or None, default "auto"
+            "auto" ("aipw"): analytic intervals of the doubly robust average effects over the
+            fitted units (``ate_interval``; :class:`~dowhy_cfr.CFRAIPWInference`), free; none
+            when ``debias=None``. "bootstrap" or an EconML ``BootstrapInference``: also
+            pointwise ``effect_interval`` (trains one network per replica).
 
         Returns
         -------
         self
         """
+        return self._fit(Y, T, X=X, W=W, inference=inference)
+
+    @BaseCateEstimator._wrap_fit
+    def _fit(self, Y, T, *, X, W=None):
         return self._set_fitted(fitting.fit(self, Y, T, X, W))
 
     def fit_stacked(self, Y, T, *, X, W=None, units=None):
@@ -314,26 +337,24 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
 
         Without W at fit, this is ``h1(Phi(x)) - h0(Phi(x))`` (ensemble mean). With W at fit, it
         is ``model_final_`` applied to X. With X=None at fit, the average effect over the fitted
-        units (shape (1, ...)).
+        units (shape (1, ...)). With ``debias="aipw"`` plus the constant that makes the mean over
+        the fitted units the AIPW ATE (``average_effect``).
         """
         fitted = self._check_fitted()
         if fitted.columns.n_x == 0:
             if X is not None:
                 raise ValueError("the estimator was fitted with X=None; call with X=None")
             tau = fitted.tau_fit_mean.reshape(1, -1)
-        elif fitted.final is not None:
-            tau = fitted.final.predict(fitted.columns.block("X", X))
         else:
-            tau = fitted.tau(fitted.features(X))
+            tau = fitted.cate(X)
         return tau[:, None, :] if self._d_y else tau
 
     def individual_effect(self, X=None, W=None):
-        """Unit-level effects ``tau(x_i, w_i)`` from the heads (ensemble mean).
-
-        Shape (m,) for a binary treatment; (m, n_arms - 1) -- each arm vs control -- otherwise.
+        """Unit-level effects ``tau(x_i, w_i)`` from the heads (ensemble mean, plus the debiasing
+        shift). Shape (m,) for a binary treatment; (m, n_arms - 1) (each arm vs control) otherwise.
         """
         fitted = self._check_fitted()
-        tau = fitted.tau(fitted.features(X, W))
+        tau = fitted.unit_effects(fitted.features(X, W))
         return tau[:, 0] if tau.shape[1] == 1 else tau
 
     def predict_outcomes(self, X=None, W=None):

@@ -16,17 +16,18 @@ import warnings
 import numpy as np
 import pandas as pd
 import torch
-from sklearn.model_selection import train_test_split
+from sklearn.model_selection import StratifiedKFold, train_test_split
 from sklearn.utils import check_random_state
 
 from . import _validation as V
 from .core import CFRConfig, TrainingDivergedError, train_cfr
-from .fitted import (Columns, FittedCFR, FittedMembers, Preprocessing, encode_treatment, plain,
-                     sklearn_seed)
+from .debiased import cross_fit_propensity
+from .fitted import (Columns, DebiasedStage, FittedCFR, FittedMembers, Preprocessing,
+                     encode_treatment, fingerprint, plain, sklearn_seed)
 
 __all__ = ["CONFIG_FIELDS", "config_from", "resolve_device", "draw_seeds", "show_progress",
            "check_n_ensemble", "resolve_loss", "check_fit_inputs", "split", "train", "fit",
-           "fit_stacked", "bootstrap"]
+           "fit_stacked", "bootstrap", "check_debias", "cross_fit_rows", "out_of_fold", "debias"]
 
 #: The estimator parameters that are fields of the core's :class:`~dowhy_cfr.core.CFRConfig`
 #: (``loss`` is resolved from the data; ``max_eval_units`` keeps the core's default).
@@ -203,14 +204,84 @@ def train(est, xw, arms, y, seeds, *, encoding, columns, rows=None, fixed_split=
     return fitted.select([j for j in range(k) if j not in failed])
 
 
+def check_debias(est) -> None:
+    """ValueError naming the debiasing parameter that is invalid (``debias``, ``cross_fit``,
+    ``min_propensity``, ``cv``)."""
+    if est.debias not in ("aipw", None):
+        raise ValueError(f"debias={est.debias!r} is invalid: use 'aipw' (doubly robust averages) "
+                         f"or None (the plug-in mean of the heads' effects)")
+    if not isinstance(est.cross_fit, (bool, np.bool_)):
+        raise TypeError(f"cross_fit must be True or False; got {est.cross_fit!r}")
+    if est.cross_fit and check_n_ensemble(est) < 2:
+        raise ValueError("cross_fit=True uses the n_ensemble members as cross-fitting folds; set "
+                         "n_ensemble >= 2 (e.g. n_ensemble=5) or cross_fit=False")
+    if not 0 < float(est.min_propensity) < 0.5:
+        raise ValueError(f"min_propensity={est.min_propensity!r} must be in (0, 0.5), e.g. 0.01")
+    V.check_int("cv", est.cv, 2)
+
+
+def cross_fit_rows(arms: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """Training units (K, m) of ``k`` cross-fitting members: member j sees every unit outside the
+    j-th of ``k`` treatment-stratified folds (folds of unequal size: a member whose complement is
+    larger drops its excess units at random, so that all members have m units)."""
+    folds = StratifiedKFold(k, shuffle=True, random_state=sklearn_seed(seed))
+    rest = [tr for tr, _ in folds.split(np.zeros(len(arms)), arms)]
+    m = min(len(r) for r in rest)
+    rng = np.random.default_rng(sklearn_seed(seed))
+    return np.stack([np.sort(rng.choice(r, m, replace=False)) if len(r) > m else r for r in rest])
+
+
+def out_of_fold(outputs: np.ndarray, members: FittedMembers) -> np.ndarray:
+    """Per unit, the mean prediction (n, n_arms) of the members that did not train or validate on
+    it (``outputs``: (K, n_arms, n)); NaN where every member saw the unit."""
+    seen = np.zeros((outputs.shape[0], outputs.shape[2]), dtype=bool)
+    for j, rows in enumerate(np.concatenate([members.train_rows, members.val_rows], axis=1)):
+        seen[j, rows] = True
+    unseen = (~seen).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (np.einsum("kan,kn->na", outputs, unseen) / unseen.sum(0)[:, None])
+
+
+def debias(est, fitted: FittedCFR, xw: np.ndarray, arms: np.ndarray, y: np.ndarray) -> FittedCFR:
+    """Add the :class:`~dowhy_cfr.fitted.DebiasedStage` of the fitted units ``xw`` (raw), arms
+    and outcomes to a summarised fit: cross-fitted propensities, AIPW ATE per arm, and the shift
+    of the effects (``est.debias=None``: no propensities and no shift). Cross-fitted members
+    (``est.cross_fit``) give each unit out-of-fold outcome predictions."""
+    outputs = fitted.outputs(fitted.preprocessing.x(xw))
+    mu_plugin = outputs.mean(0).T
+    mu = mu_plugin
+    if est.cross_fit and fitted.members.train_rows is not None:
+        oof = out_of_fold(outputs, fitted.members)
+        mu = np.where(np.isnan(oof), mu_plugin, oof)
+    n_x, n_arms = fitted.columns.n_x, fitted.encoding.n_arms
+    stage = DebiasedStage(y, arms, mu, mu_plugin, None, fingerprint(xw[:, :n_x]),
+                          np.zeros(n_arms - 1), np.zeros(n_arms - 1))
+    fitted.debiased = stage
+    if est.debias is None:
+        return fitted
+    stage.e = cross_fit_propensity(est.model_propensity, xw, arms, n_arms=n_arms, cv=est.cv,
+                                   random_state=fitted.members.seeds[0],
+                                   min_propensity=float(est.min_propensity))
+    theta = np.array([stage.average("ate", a, 0).estimate
+                      for a in range(1, fitted.encoding.n_arms)])
+    stage.shift = theta - fitted.tau_fit_mean
+    if fitted.final is not None:
+        stage.final_shift = theta - fitted.final.predict(xw[:, :n_x]).mean(0)
+    fitted.tau_fit_mean = theta
+    return fitted
+
+
 def fit(est, Y, T, X, W=None) -> FittedCFR:
-    """What ``est.fit(Y, T, X=X, W=W)`` stores: ``n_ensemble`` networks trained together."""
+    """What ``est.fit(Y, T, X=X, W=W)`` stores: ``n_ensemble`` networks trained together (the
+    cross-fitting folds when ``est.cross_fit``), and the debiased stage (:func:`debias`)."""
+    check_debias(est)
     xw, arms, y, columns, encoding = check_fit_inputs(Y, T, X, W, est.categories)
     k = check_n_ensemble(est)
     seeds = draw_seeds(est.random_state, k)
+    rows = cross_fit_rows(arms, k, seeds[0]) if est.cross_fit else None
     fitted = train(est, xw, np.tile(arms, (k, 1)), np.tile(y, (k, 1)), seeds,
-                   encoding=encoding, columns=columns, drop_failed=True)
-    return fitted.summarise(xw, est.model_final)
+                   encoding=encoding, columns=columns, rows=rows, drop_failed=True)
+    return debias(est, fitted.summarise(xw, est.model_final), xw, arms, y)
 
 
 def _stacked_inputs(Y, T):
@@ -243,6 +314,7 @@ def fit_stacked(est, Y, T, X, W=None, units=None):
     one stacked pass; also returns ``(Y[0], T[0])`` for EconML's shape bookkeeping."""
     if check_n_ensemble(est) != 1:
         raise ValueError("fit_stacked needs n_ensemble=1 (each dataset gets one network)")
+    check_debias(est)
     ys, ts = _stacked_inputs(Y, T)
     checked = [check_fit_inputs(y_j, t_j, X, W, est.categories) for y_j, t_j in zip(ys, ts)]
     xw, _, _, columns, encoding = checked[0]
@@ -250,8 +322,11 @@ def fit_stacked(est, Y, T, X, W=None, units=None):
     seeds = draw_seeds(est.random_state, len(ys))
     fitted = train(est, xw, np.stack([c[1] for c in checked]), np.stack([c[2] for c in checked]),
                    seeds, encoding=encoding, columns=columns, rows=rows)
-    fits = [fitted.select(j).summarise(xw if rows is None else xw[rows[j]], est.model_final)
-            for j in range(len(ys))]
+    fits = []
+    for j, (arms_j, y_j) in enumerate((c[1], c[2]) for c in checked):
+        used = np.arange(xw.shape[0]) if rows is None else rows[j]
+        fits.append(debias(est, fitted.select(j).summarise(xw[used], est.model_final), xw[used],
+                           arms_j[used], y_j[used]))
     return fits, (ys[0], ts[0])
 
 
@@ -294,6 +369,25 @@ def bootstrap(est, Y, T, X, W, n_replicas: int, random_state) -> list[FittedCFR]
     fitted = train(est, xw, np.tile(arms, (k, 1)), np.tile(y, (k, 1)), seeds, encoding=encoding,
                    columns=columns, fixed_split=(train_rows, val_rows))
     rows = np.concatenate([train_rows, val_rows], axis=1)
-    return [fitted.select(list(range(b * e, (b + 1) * e))).summarise(xw[rows[b * e]],
-                                                                    est.model_final)
-            for b in range(n_replicas)]
+    replicas = []
+    for b in range(n_replicas):
+        used = rows[b * e]
+        replica = fitted.select(list(range(b * e, (b + 1) * e))).summarise(xw[used], est.model_final)
+        replicas.append(debias(_in_sample(est), replica, xw[used], arms[used], y[used]))
+    return replicas
+
+
+class _InSample:
+    """The estimator's parameters with ``cross_fit=False`` (bootstrap replicas debias in-sample:
+    their members all train on the replica's units)."""
+
+    def __init__(self, est):
+        self._est = est
+        self.cross_fit = False
+
+    def __getattr__(self, name):
+        return getattr(self._est, name)
+
+
+def _in_sample(est):
+    return _InSample(est) if getattr(est, "cross_fit", False) else est
