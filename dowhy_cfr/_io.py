@@ -126,7 +126,7 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
     stage = fitted.debiased
     if stage is not None:
         state["debiased"] = {"x_key": stage.x_key, "has_e": stage.e is not None}
-        for name in ("y", "arms", "mu", "mu_plugin", "e", "shift", "final_shift"):
+        for name in ("y", "arms", "mu", "mu_plugin", "e", "arm_shift", "final_shift"):
             if getattr(stage, name) is not None:
                 arrays[f"debiased/{name}"] = getattr(stage, name)
     buf = io.BytesIO()
@@ -170,7 +170,7 @@ def _debiased(state, arrays):
         return None
     a = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("debiased/")}
     return DebiasedStage(a["y"], a["arms"], a["mu"], a["mu_plugin"], a.get("e"), spec["x_key"],
-                         a["shift"], a["final_shift"])
+                         a["arm_shift"], a["final_shift"])
 
 
 def load(path):

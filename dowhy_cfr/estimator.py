@@ -361,10 +361,11 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
         """Predicted potential outcomes ``(mu0, mu1)`` at ``X`` (and ``W``), each shape (m,).
 
         One array per treatment arm, in the order of the categories (control first). For binary
-        outcomes these are probabilities. Averaged over the ensemble.
+        outcomes these are probabilities. Averaged over the ensemble; with ``debias="aipw"`` each
+        arm is shifted by its AIPW correction (``mu1 - mu0`` is ``individual_effect``).
         """
         fitted = self._check_fitted()
-        return tuple(fitted.outputs(fitted.features(X, W)).mean(0))
+        return tuple(fitted.potential_outcomes(fitted.features(X, W)))
 
     def transform(self, X=None, W=None, *, member: int = 0):
         """The learned representation ``Phi(x)``, shape (m, rep_dim), of one ensemble member."""

@@ -323,9 +323,11 @@ class DebiasedStage:
 
     ``mu`` are the outcome predictions the AIPW corrections use (out-of-fold when the members
     are cross-fitting folds), ``mu_plugin`` the ensemble's in-sample predictions (the plug-in);
-    ``e`` the cross-fitted propensities (None: ``debias=None``). ``shift`` (per non-control arm) is added to the heads'
-    effects and ``final_shift`` to ``model_final``'s, so that the mean effect over the fitted units
-    is the AIPW ATE; both are zero when ``CFR(debias=None)``.
+    ``e`` the cross-fitted propensities (None: ``debias=None``). ``arm_shift`` (per arm) is added
+    to the heads' potential outcomes: the AIPW estimate of ``E[Y(a)]`` minus the heads' mean over
+    the fitted units, so that the mean effect over them is the AIPW ATE; ``shift`` is its
+    difference to the control arm, and ``final_shift`` is added to ``model_final``'s effects for
+    the same purpose. All are zero when ``CFR(debias=None)``.
     """
 
     y: np.ndarray  # (n,)
@@ -334,8 +336,13 @@ class DebiasedStage:
     mu_plugin: np.ndarray  # (n, n_arms)
     e: np.ndarray | None  # (n, n_arms); None with debias=None
     x_key: str  # fingerprint of the fitted units' X block
-    shift: np.ndarray  # (n_arms - 1,)
+    arm_shift: np.ndarray  # (n_arms,)
     final_shift: np.ndarray  # (n_arms - 1,)
+
+    @property
+    def shift(self) -> np.ndarray:
+        """The shift of each non-control arm's effect vs control: (n_arms - 1,)."""
+        return self.arm_shift[1:] - self.arm_shift[0]
 
     def average(self, target: str, a1: int, a0: int, debiased: bool = True) -> AverageEffect:
         """The AIPW (``debiased``) or plug-in average effect of arm ``a1`` vs ``a0``."""
@@ -380,6 +387,11 @@ class FittedCFR:
         if self.debiased is None:
             return 0.0
         return self.debiased.final_shift if final else self.debiased.shift
+
+    def potential_outcomes(self, xw_std: np.ndarray) -> np.ndarray:
+        """The reported potential outcomes (n_arms, n): ensemble mean plus the debiasing shift."""
+        out = self.outputs(xw_std).mean(0)
+        return out if self.debiased is None else out + self.debiased.arm_shift[:, None]
 
     def unit_effects(self, xw_std: np.ndarray) -> np.ndarray:
         """The reported unit-level effects ``tau(x, w)`` (heads, plus the debiasing shift)."""

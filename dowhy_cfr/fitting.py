@@ -255,16 +255,17 @@ def debias(est, fitted: FittedCFR, xw: np.ndarray, arms: np.ndarray, y: np.ndarr
         mu = np.where(np.isnan(oof), mu_plugin, oof)
     n_x, n_arms = fitted.columns.n_x, fitted.encoding.n_arms
     stage = DebiasedStage(y, arms, mu, mu_plugin, None, fingerprint(xw[:, :n_x]),
-                          np.zeros(n_arms - 1), np.zeros(n_arms - 1))
+                          np.zeros(n_arms), np.zeros(n_arms - 1))
     fitted.debiased = stage
     if est.debias is None:
         return fitted
     stage.e = cross_fit_propensity(est.model_propensity, xw, arms, n_arms=n_arms, cv=est.cv,
                                    random_state=fitted.members.seeds[0],
                                    min_propensity=float(est.min_propensity))
-    theta = np.array([stage.average("ate", a, 0).estimate
-                      for a in range(1, fitted.encoding.n_arms)])
-    stage.shift = theta - fitted.tau_fit_mean
+    onehot = arms[:, None] == np.arange(n_arms)
+    arm_means = (mu + onehot * (y[:, None] - mu) / stage.e).mean(0)  # AIPW E[Y(a)]
+    stage.arm_shift = arm_means - mu_plugin.mean(0)
+    theta = arm_means[1:] - arm_means[0]
     if fitted.final is not None:
         stage.final_shift = theta - fitted.final.predict(xw[:, :n_x]).mean(0)
     fitted.tau_fit_mean = theta
