@@ -62,12 +62,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm
 from sklearn.base import clone
+from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LogisticRegressionCV
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-__all__ = ["TARGETS", "AverageEffect", "default_propensity_model", "cross_fit_propensity",
+__all__ = ["TARGETS", "AverageEffect", "default_propensity_model", "logistic_propensity_model",
+           "cross_fit_propensity",
            "aipw_terms", "average_effect", "plugin_effect"]
 
 #: The average effects with a doubly robust estimator: all units, the units at the treatment
@@ -113,8 +115,22 @@ class AverageEffect:
 
 
 def default_propensity_model():
-    """The default propensity classifier: standardised covariates, then an L2 logistic regression
-    whose strength is chosen by 3-fold cross-validation (as EconML's ``DRLearner``'s default)."""
+    """The default propensity classifier: scikit-learn's histogram gradient boosting with trees
+    of depth 3 (100 rounds, learning rate 0.1).
+
+    Chosen by measurement (``docs/debiased.md``): on Nie & Wager's design A, where the propensity
+    ``sin(pi x1 x2)`` is far from logistic, a logistic propensity left the AIPW ATE as biased as
+    the plug-in (+0.15 to +0.35 over 4 data sets), while depth-3 boosting removed the bias
+    (|error| 0.01 to 0.07), as the true propensity did; on designs C and D, whose propensities
+    are logistic, both were equally good.
+    """
+    return HistGradientBoostingClassifier(max_depth=3, max_iter=100, learning_rate=0.1)
+
+
+def logistic_propensity_model():
+    """Standardised covariates, then an L2 logistic regression whose strength is chosen by 3-fold
+    cross-validation (EconML's ``DRLearner`` default); pass it as ``model_propensity`` when the
+    propensity is known to be logistic or the data are small."""
     return make_pipeline(StandardScaler(), LogisticRegressionCV(cv=3, max_iter=1000))
 
 
@@ -131,8 +147,7 @@ def cross_fit_propensity(model, x: np.ndarray, arms: np.ndarray, *, n_arms: int,
     cv : int, the number of ``StratifiedKFold`` folds (shuffled with ``random_state``)
     min_propensity : float, lower clip of every probability
     """
-    default = model is None
-    model = default_propensity_model() if default else clone(model)
+    model = default_propensity_model() if model is None else clone(model)
     if not hasattr(model, "predict_proba"):
         raise TypeError(f"model_propensity must be a classifier with predict_proba; got "
                         f"{type(model).__name__}")
@@ -143,8 +158,8 @@ def cross_fit_propensity(model, x: np.ndarray, arms: np.ndarray, *, n_arms: int,
                          f"an arm has {counts.min()}")
     splitter = StratifiedKFold(folds, shuffle=True, random_state=int(random_state) % (2**32 - 1))
     with warnings.catch_warnings():
-        if default:  # scikit-learn >= 1.8 announces changes of LogisticRegressionCV's defaults
-            warnings.simplefilter("ignore", FutureWarning)
+        # scikit-learn >= 1.8 announces changes of LogisticRegressionCV's defaults
+        warnings.filterwarnings("ignore", category=FutureWarning, module="sklearn")
         proba = cross_val_predict(model, x, arms, cv=splitter, method="predict_proba")
     return np.clip(proba, min_propensity, 1.0)
 

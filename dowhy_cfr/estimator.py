@@ -122,9 +122,9 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
         The ``n_ensemble`` members are cross-fitting folds: member k trains on the units outside
         fold k, and the AIPW corrections use out-of-fold outcome predictions.
     model_propensity, min_propensity, cv : classifier or None, float, int
-        Propensity model (None: standardised logistic regression with cross-validated L2, as
-        EconML's DRLearner), cross-fitted over ``cv`` stratified folds; probabilities are clipped
-        below at ``min_propensity`` (default 0.01; cv default 5).
+        Propensity model (None: depth-3 histogram gradient boosting, chosen by measurement; see
+        :func:`dowhy_cfr.debiased.default_propensity_model`), cross-fitted over ``cv`` stratified
+        folds; probabilities are clipped below at ``min_propensity`` (default 0.01; cv 5).
     categories : "auto" or list, default "auto"
         Treatment categories; the first is the control arm.
     random_state : int, RandomState or None, default None
