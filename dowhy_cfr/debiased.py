@@ -39,8 +39,9 @@ than two arms the formulas hold for any pair of arms (``a1`` vs ``a0``).
 The propensity is cross-fitted (:func:`cross_fit_propensity`): each unit's :math:`\hat e(x_i)` comes
 from a classifier that did not see it (scikit-learn's ``cross_val_predict`` over
 ``StratifiedKFold`` folds), and is clipped below at ``min_propensity``, as EconML's ``DRLearner``
-does. Whether the outcome predictions :math:`\hat\mu(x_i)` are out-of-fold is the estimator's
-choice (``CFR(cross_fit=...)``; see ``docs/debiased.md`` for the measurements behind the default).
+does. The default model is the better, by out-of-fold log-loss, of a logistic regression and
+depth-3 gradient boosting (:func:`default_propensity_models`). Whether the outcome predictions
+:math:`\hat\mu(x_i)` are out-of-fold is the estimator's choice (``CFR(cross_fit=...)``; see ``docs/debiased.md`` for the measurements behind the default).
 
 References
 ----------
@@ -64,12 +65,13 @@ from scipy.stats import norm
 from sklearn.base import clone
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LogisticRegressionCV
+from sklearn.metrics import log_loss
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-__all__ = ["TARGETS", "AverageEffect", "default_propensity_model", "logistic_propensity_model",
-           "cross_fit_propensity",
+__all__ = ["TARGETS", "AverageEffect", "default_propensity_models", "logistic_propensity_model",
+           "boosting_propensity_model", "cross_fit_propensity",
            "aipw_terms", "average_effect", "plugin_effect"]
 
 #: The average effects with a doubly robust estimator: all units, the units at the treatment
@@ -114,24 +116,36 @@ class AverageEffect:
         return float(2 * norm.sf(abs(self.estimate - value) / self.stderr))
 
 
-def default_propensity_model():
-    """The default propensity classifier: scikit-learn's histogram gradient boosting with trees
-    of depth 3 (100 rounds, learning rate 0.1).
-
-    Chosen by measurement (``docs/debiased.md``): on Nie & Wager's design A, where the propensity
-    ``sin(pi x1 x2)`` is far from logistic, a logistic propensity left the AIPW ATE as biased as
-    the plug-in (+0.15 to +0.35 over 4 data sets), while depth-3 boosting removed the bias
-    (|error| 0.01 to 0.07), as the true propensity did; on designs C and D, whose propensities
-    are logistic, both were equally good.
-    """
+def boosting_propensity_model():
+    """Histogram gradient boosting with trees of depth 3 (100 rounds, learning rate 0.1)."""
     return HistGradientBoostingClassifier(max_depth=3, max_iter=100, learning_rate=0.1)
 
 
 def logistic_propensity_model():
     """Standardised covariates, then an L2 logistic regression whose strength is chosen by 3-fold
-    cross-validation (EconML's ``DRLearner`` default); pass it as ``model_propensity`` when the
-    propensity is known to be logistic or the data are small."""
+    cross-validation (EconML's ``DRLearner`` default)."""
     return make_pipeline(StandardScaler(), LogisticRegressionCV(cv=3, max_iter=1000))
+
+
+def default_propensity_models() -> dict:
+    """The candidates of the default propensity (``model_propensity=None``): a logistic
+    regression and depth-3 boosting; :func:`cross_fit_propensity` keeps the one with the lower
+    out-of-fold log-loss.
+
+    Chosen by measurement (``docs/debiased.md``): on Nie & Wager's design A, whose propensity
+    ``sin(pi x1 x2)`` is far from logistic, the logistic model left the AIPW ATE as biased as the
+    plug-in while boosting removed the bias, as the true propensity did; on small data with a
+    logistic propensity boosting overfits (propensities near the clip, huge weights), which the
+    logistic model does not.
+    """
+    return {"logistic": logistic_propensity_model(), "boosting": boosting_propensity_model()}
+
+
+def _out_of_fold(model, x, arms, splitter):
+    with warnings.catch_warnings():
+        # scikit-learn >= 1.8 announces changes of LogisticRegressionCV's defaults
+        warnings.filterwarnings("ignore", category=FutureWarning, module="sklearn")
+        return cross_val_predict(model, x, arms, cv=splitter, method="predict_proba")
 
 
 def cross_fit_propensity(model, x: np.ndarray, arms: np.ndarray, *, n_arms: int, cv: int = 5,
@@ -140,15 +154,16 @@ def cross_fit_propensity(model, x: np.ndarray, arms: np.ndarray, *, n_arms: int,
 
     Parameters
     ----------
-    model : scikit-learn classifier with ``predict_proba`` (cloned; None: the default)
+    model : scikit-learn classifier with ``predict_proba`` (cloned), or None: each of
+        :func:`default_propensity_models` is cross-fitted on the same folds and the one with the
+        lower out-of-fold log-loss is kept
     x : array (n, d), the covariates the classifier sees
     arms : array (n,) of int in 0..n_arms-1, the treatment arm of each unit
     n_arms : int
     cv : int, the number of ``StratifiedKFold`` folds (shuffled with ``random_state``)
     min_propensity : float, lower clip of every probability
     """
-    model = default_propensity_model() if model is None else clone(model)
-    if not hasattr(model, "predict_proba"):
+    if model is not None and not hasattr(model, "predict_proba"):
         raise TypeError(f"model_propensity must be a classifier with predict_proba; got "
                         f"{type(model).__name__}")
     counts = np.bincount(arms, minlength=n_arms)
@@ -157,10 +172,12 @@ def cross_fit_propensity(model, x: np.ndarray, arms: np.ndarray, *, n_arms: int,
         raise ValueError(f"cross-fitting the propensity needs at least 2 units per treatment arm; "
                          f"an arm has {counts.min()}")
     splitter = StratifiedKFold(folds, shuffle=True, random_state=int(random_state) % (2**32 - 1))
-    with warnings.catch_warnings():
-        # scikit-learn >= 1.8 announces changes of LogisticRegressionCV's defaults
-        warnings.filterwarnings("ignore", category=FutureWarning, module="sklearn")
-        proba = cross_val_predict(model, x, arms, cv=splitter, method="predict_proba")
+    if model is not None:
+        proba = _out_of_fold(clone(model), x, arms, splitter)
+    else:
+        candidates = [_out_of_fold(m, x, arms, splitter)
+                      for m in default_propensity_models().values()]
+        proba = min(candidates, key=lambda p: log_loss(arms, p, labels=np.arange(n_arms)))
     return np.clip(proba, min_propensity, 1.0)
 
 

@@ -122,9 +122,9 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
         The ``n_ensemble`` members are cross-fitting folds: member k trains on the units outside
         fold k, and the AIPW corrections use out-of-fold outcome predictions.
     model_propensity, min_propensity, cv : classifier or None, float, int
-        Propensity model (None: depth-3 histogram gradient boosting, chosen by measurement; see
-        :func:`dowhy_cfr.debiased.default_propensity_model`), cross-fitted over ``cv`` stratified
-        folds; probabilities are clipped below at ``min_propensity`` (default 0.01; cv 5).
+        Propensity model (None: the better by out-of-fold log-loss of a logistic regression and
+        depth-3 boosting, :func:`dowhy_cfr.debiased.default_propensity_models`), cross-fitted
+        over ``cv`` stratified folds, clipped below at ``min_propensity`` (default 0.05; cv 5).
     categories : "auto" or list, default "auto"
         Treatment categories; the first is the control arm.
     random_state : int, RandomState or None, default None
@@ -177,7 +177,7 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
         reweight_sample=_D.reweight_sample, rbf_sigma=_D.rbf_sigma, wass_lambda=_D.wass_lambda,
         wass_iterations=_D.wass_iterations, wass_backprop=_D.wass_backprop,
         loss="auto", model_final=None, n_ensemble=1, debias="aipw", cross_fit=False,
-        model_propensity=None, min_propensity=0.01, cv=5, categories="auto", random_state=None,
+        model_propensity=None, min_propensity=0.05, cv=5, categories="auto", random_state=None,
         device="cpu", verbose=1,
     ):
         params = locals()
