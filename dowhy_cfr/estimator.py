@@ -114,13 +114,11 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
         Number of networks trained (stacked, in one pass) from different seeds and validation
         splits; effects are averaged over them.
     debias : {"aipw", None}, default "aipw"
-        "aipw": average effects are doubly robust (:mod:`dowhy_cfr.debiased`), and every effect
-        is shifted by one constant per arm so that ``ate(X)`` over the fitted units -- the mean of
-        ``effect(X)`` -- is the AIPW ATE. None: the heads' plug-in effects, no analytic intervals.
-        The plug-in stays available as ``average_effect(..., debiased=False)``.
+        "aipw": doubly robust averages (:mod:`dowhy_cfr.debiased`); effects are shifted by one
+        constant per arm so that ``ate(X)`` over the fitted units is the AIPW ATE. None: the
+        plug-in (also ``average_effect(..., debiased=False)``), no analytic intervals.
     cross_fit : bool, default False
-        The ``n_ensemble`` members are cross-fitting folds: member k trains on the units outside
-        fold k, and the AIPW corrections use out-of-fold outcome predictions.
+        The ``n_ensemble`` members are cross-fitting folds (AIPW on out-of-fold predictions).
     model_propensity, min_propensity, cv : classifier or None, float, int
         Propensity model (None: the better by out-of-fold log-loss of a logistic regression and
         depth-3 boosting, :func:`dowhy_cfr.debiased.default_propensity_models`), cross-fitted
@@ -211,9 +209,7 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
         if Y is not None:
             self._postfit(Y, T)
         if Y is not None or econml_state is not None:  # fit_stacked, replicas, load
-            stage = fitted.debiased
-            self._inference = None if stage is None or stage.e is None else \
-                CFRAIPWInference().fit(self)
+            self._inference = CFRAIPWInference.default_for(self)
         return self
 
     def _check_fitted(self):
@@ -235,13 +231,9 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
         return super()._expand_treatments(X, *Ts, transform=transform)
 
     def _get_inference_options(self):
-        # "bootstrap" trains all replicas in one stacked pass; "auto" = "aipw" (analytic, for the
-        # average effects over the fitted units) unless debias=None (see dowhy_cfr.inference)
-        options = dict(super()._get_inference_options())
-        options["bootstrap"] = CFRBootstrapInference
-        options["aipw"] = CFRAIPWInference
-        options["auto"] = lambda: CFRAIPWInference() if self.debias is not None else None
-        return options
+        # "bootstrap": replicas in one stacked pass; "auto": "aipw" unless debias=None
+        return dict(super()._get_inference_options(), bootstrap=CFRBootstrapInference,
+                    aipw=CFRAIPWInference, auto=lambda: CFRAIPWInference() if self.debias else None)
 
     def _strata(self, Y, T, *args, **kwargs):
         """Bootstrap replicas keep the treated/control counts (EconML calls this)."""

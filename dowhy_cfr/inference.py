@@ -109,6 +109,12 @@ class CFRAIPWInference(Inference):
     averages; fit with ``inference="bootstrap"`` for them.
     """
 
+    @classmethod
+    def default_for(cls, estimator):
+        """The fitted inference of an estimator with a debiased stage, else None."""
+        stage = estimator.fitted_.debiased
+        return None if stage is None or stage.e is None else cls().fit(estimator)
+
     def fit(self, estimator, *args, **kwargs):
         stage = getattr(getattr(estimator, "fitted_", None), "debiased", None)
         if stage is None or stage.e is None:
