@@ -13,7 +13,9 @@ model is one zip file holding
 Only JSON and plain numeric arrays are read back, so loading a file cannot execute code. A
 final-stage model (used when ``W`` was given at fit) is saved as its scikit-learn class name and
 parameters plus the data it was fitted on, and refitted on load -- deterministic for
-scikit-learn's estimators with a fixed ``random_state``.
+scikit-learn's estimators with a fixed ``random_state``. The debiased stage (the fitted units'
+outcomes, arms, outcome predictions and propensities) is saved as arrays; a ``model_propensity``
+other than the default is saved as its scikit-learn class and parameters (it is only used at fit).
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ import pandas as pd
 import torch
 
 from .core import CFRConfig, CFRNet
-from .fitted import (Columns, FinalStage, FittedCFR, FittedMembers, Preprocessing,
-                     TreatmentEncoding)
+from .fitted import (Columns, DebiasedStage, FinalStage, FittedCFR, FittedMembers,
+                     Preprocessing, TreatmentEncoding)
 
 FORMAT_VERSION = 1
 
@@ -77,12 +79,15 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
     path = Path(path)
     params = dict(params)
     model_final = params.pop("model_final")
+    model_propensity = params.pop("model_propensity", None)
     members, pre, cols = fitted.members, fitted.preprocessing, fitted.columns
     state = {
         "format_version": FORMAT_VERSION,
         "class": class_name,
         "params": _jsonable(params),
         "model_final": None if model_final is None else _model_spec(model_final),
+        "model_propensity": None if model_propensity is None else _model_spec(model_propensity),
+        "debiased": None,
         "config": _jsonable(fitted.config.to_dict()),
         "loss": pre.loss,
         "n_x": cols.n_x,
@@ -118,6 +123,12 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
         state["final_stage"] = _model_spec(proto)
         arrays["final/x"] = fitted.final.x
         arrays["final/tau"] = fitted.final.tau
+    stage = fitted.debiased
+    if stage is not None:
+        state["debiased"] = {"x_key": stage.x_key, "has_e": stage.e is not None}
+        for name in ("y", "arms", "mu", "mu_plugin", "e", "arm_shift", "final_shift"):
+            if getattr(stage, name) is not None:
+                arrays[f"debiased/{name}"] = getattr(stage, name)
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
@@ -153,6 +164,15 @@ def _members(state, arrays, config: CFRConfig) -> FittedMembers:
                          state["n_iter_run"])
 
 
+def _debiased(state, arrays):
+    spec = state.get("debiased")
+    if spec is None:
+        return None
+    a = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("debiased/")}
+    return DebiasedStage(a["y"], a["arms"], a["mu"], a["mu_plugin"], a.get("e"), spec["x_key"],
+                         a["arm_shift"], a["final_shift"])
+
+
 def load(path):
     """``(class name, constructor parameters, FittedCFR, EconML's bookkeeping)`` of a saved
     model; the estimator builds itself from them."""
@@ -160,6 +180,8 @@ def load(path):
     params = dict(state["params"])
     if state["model_final"] is not None:
         params["model_final"] = _model_from_spec(state["model_final"])
+    if state.get("model_propensity") is not None:
+        params["model_propensity"] = _model_from_spec(state["model_propensity"])
     config = CFRConfig(**state["config"])
     pre = Preprocessing(state["loss"], arrays["x_mean"], arrays["x_scale"], arrays["y_mean"],
                         arrays["y_scale"])
@@ -169,7 +191,8 @@ def load(path):
         final = FinalStage.fit(_model_from_spec(state["final_stage"]), arrays["final/x"],
                                arrays["final/tau"])
     fitted = FittedCFR(config, TreatmentEncoding.of_categories(state["categories"]), columns, pre,
-                       _members(state, arrays, config), arrays["tau_fit_mean"], final)
+                       _members(state, arrays, config), arrays["tau_fit_mean"], final,
+                       _debiased(state, arrays))
     econml_state = {"_d_y": tuple(state["d_y"]), "_d_t": tuple(state["d_t"]),
                     "_d_t_in": tuple(state["d_t_in"])}
     if state["input_names"] is not None:

@@ -26,9 +26,15 @@ What the adapter does
   final-stage regression on ``X`` alone. This adapter instead passes the union of the effect
   modifiers and the backdoor (adjustment) set -- each variable once, in data-column order -- as
   CFR's ``X``, so effects come straight from the two heads.
-* ``estimate.cate_estimates`` holds the unit-level effects ``tau(x_i, w_i) = h1(Phi) - h0(Phi)``
-  of the target units (shape ``(m, 1)`` as in DoWhy's EconML wrapper; their row labels are in
-  ``estimate.cate_index``) and ``estimate.value`` is their mean.
+* ``estimate.cate_estimates`` holds the unit-level effects ``tau(x_i, w_i)`` of the target units
+  (shape ``(m, 1)`` as in DoWhy's EconML wrapper; their row labels are in
+  ``estimate.cate_index``). For ``target_units`` "ate", "att" and "atc" on the fitted data,
+  ``estimate.value`` is the doubly robust (AIPW) estimate of :meth:`CFR.average_effect`
+  (CFR's default ``debias="aipw"``; see ``docs/debiased.md``): for "ate" it equals the mean of
+  ``cate_estimates`` (the effects are shifted to make it so), for "att"/"atc" it is the doubly
+  robust ATT/ATC, which can differ from the mean of the shifted unit effects over those units.
+  Otherwise (other target units, new data, ``debias=None``) the value is the mean of
+  ``cate_estimates``.
 * ``target_units``: ``"ate"`` (all units), ``"att"`` (units with ``T == treatment_value``),
   ``"atc"`` (units with ``T == control_value``), a callable returning a boolean mask over the rows
   of the data (DoWhy's semantics), or a DataFrame of units, which must hold every covariate
@@ -40,11 +46,12 @@ What the adapter does
   :class:`~dowhy_cfr.CFR` / :class:`~dowhy_cfr.TARNet` (``verbose`` defaults to 0 here),
   ``fit_params`` to ``fit`` (only ``inference``). Other keys are DoWhy's estimator arguments
   (``num_simulations``, ``confidence_level``, ...).
-* ``confidence_intervals=True`` uses EconML inference, which must be requested with
-  ``fit_params={"inference": "bootstrap"}`` or ``BootstrapInference(n_bootstrap_samples=...)``
-  (every bootstrap sample trains a network). ``estimate.get_confidence_intervals()`` is EconML's
-  ``ate_interval`` over the target units -- the interval of ``estimate.value`` -- as
-  ``(lower, upper)``; per-unit intervals are in ``estimate.cate_intervals``.
+* ``confidence_intervals=True`` needs no configuration: CFR's default inference ("auto") gives
+  the normal interval of the doubly robust ATE/ATT/ATC with its influence-function standard
+  error (``estimate.get_confidence_intervals()``, ``estimate.get_standard_error()``), at no extra
+  cost. With ``fit_params={"inference": "bootstrap"}`` (or a ``BootstrapInference``; every
+  bootstrap sample trains a network) it is EconML's ``ate_interval`` over the target units and
+  per-unit intervals are in ``estimate.cate_intervals``.
   ``confidence_intervals="bootstrap"`` uses DoWhy's own resampling bootstrap instead
   (``method_params={"num_simulations": ...}``; also one network per simulation).
 * Through EconML's ``est.dowhy`` the same holds: ``X`` and ``W`` both become CFR's ``X``, so
@@ -68,7 +75,10 @@ from dowhy.causal_estimator import CausalEstimate, CausalEstimator
 from dowhy.causal_estimators.econml import Econml
 from dowhy.utils.api import parse_state
 
+from .debiased import AverageEffect
 from .estimator import CFR, TARNet
+from .fitted import fingerprint
+from .inference import CFRAIPWInference
 
 __all__ = [
     "CFREstimator",
@@ -86,9 +96,15 @@ _FIT_PARAM_NAMES = ("inference",)
 _ESTIMATOR_KWARG = "dowhy_cfr_estimator"
 _NO_INTERVALS = (
     "no intervals were computed for this CFR estimate. Estimate with confidence_intervals=True "
-    "and method_params={'fit_params': {'inference': 'bootstrap'}} (or BootstrapInference("
-    "n_bootstrap_samples=...)), or use DoWhy's resampling bootstrap with method='bootstrap' "
-    "(trains num_simulations networks)."
+    "(analytic intervals of the doubly robust ATE/ATT/ATC by default; method_params="
+    "{'fit_params': {'inference': 'bootstrap'}} for bootstrap ones), or use DoWhy's resampling "
+    "bootstrap with method='bootstrap' (trains num_simulations networks)."
+)
+_NO_ANALYTIC = (
+    "the default (analytic) CFR intervals are those of the doubly robust ATE, ATT and ATC over "
+    "the fitted units: use target_units='ate', 'att' or 'atc' on the data the model was fitted "
+    "on, or fit with method_params={'fit_params': {'inference': 'bootstrap'}} for the interval of "
+    "the mean effect over other units."
 )
 
 
@@ -202,13 +218,12 @@ def _check_fit_request(estimand, fit_params: dict, model_name: str, econml_inter
     if unknown:
         raise TypeError(f"unknown fit_params {unknown} for {model_name}; "
                         f"the only fit parameter is 'inference'")
-    if econml_intervals and fit_params.get("inference") is None:
+    if econml_intervals and "inference" in fit_params and fit_params["inference"] is None:
         raise ValueError(
-            "confidence_intervals=True needs EconML bootstrap inference for CFR: pass "
-            "method_params={'fit_params': {'inference': 'bootstrap'}} (100 samples) or "
-            "{'inference': BootstrapInference(n_bootstrap_samples=...)} -- every bootstrap "
-            "sample trains a network -- or use confidence_intervals='bootstrap' for DoWhy's "
-            "resampling bootstrap (method_params={'num_simulations': ...})."
+            "confidence_intervals=True needs inference for CFR, but fit_params has "
+            "inference=None: leave it out (the default 'auto' gives analytic intervals of the "
+            "doubly robust ATE/ATT/ATC), pass 'bootstrap' (100 samples, each trains a network), "
+            "or use confidence_intervals='bootstrap' for DoWhy's resampling bootstrap."
         )
     if len(estimand.treatment_variable) != 1 or len(estimand.outcome_variable) != 1:
         raise ValueError(f"CFR needs one treatment variable and one outcome; got treatments "
@@ -240,18 +255,25 @@ class _Queries:
     for the rows of a DataFrame, comparing the arms of the last estimate."""
 
     def _estimate_confidence_intervals(self, confidence_level=None, method=None, **kwargs):
-        """EconML's bootstrap interval of the mean effect over the target units: (lower, upper)."""
+        """The interval of ``estimate.value``: the doubly robust estimate's normal interval
+        (default inference), or EconML's bootstrap interval of the mean effect over the target
+        units: (lower, upper)."""
         if self._interval_inputs is None:
             raise ValueError(_NO_INTERVALS)
         level = self.confidence_level if confidence_level is None else confidence_level
+        if isinstance(self._interval_inputs, AverageEffect):
+            return tuple(float(v) for v in self._interval_inputs.interval(1 - level))
         X, t0, t1 = self._interval_inputs
         lb, ub = self.estimator.ate_interval(X, T0=t0, T1=t1, alpha=1 - level)
         return float(np.squeeze(lb)), float(np.squeeze(ub))
 
     def _estimate_std_error(self, method=None, **kwargs):
-        """Standard deviation of the bootstrap replicates' mean effect over the target units."""
+        """Influence-function standard error of the doubly robust estimate (default inference),
+        or the standard deviation of the bootstrap replicates' mean effect."""
         if self._interval_inputs is None:
             raise ValueError(_NO_INTERVALS)
+        if isinstance(self._interval_inputs, AverageEffect):
+            return float(self._interval_inputs.stderr)
         X, t0, t1 = self._interval_inputs
         try:
             std = self.estimator._inference.ate_std(X, T0=t0, T1=t1)
@@ -448,17 +470,23 @@ num_quantiles_to_discretize_cont_cols
         t1, t0 = self._arms(treatment_value, control_value)
         X, index = self._target(data, target_units, t1, t0)
         cate = np.asarray(self.estimator.effect(X, T0=t0, T1=t1), dtype=float).reshape(-1, 1)
-        value = float(cate.mean())
+        average = self._debiased_average(data, target_units, t1, t0)
+        value = float(cate.mean()) if average is None else average.estimate
 
         self._interval_inputs = None
         self.effect_intervals = None
         cate_intervals = None
         if self._uses_econml_intervals():
-            self._interval_inputs = (X, t0, t1)
+            if isinstance(self.estimator._inference, CFRAIPWInference):
+                if average is None:
+                    raise ValueError(_NO_ANALYTIC)
+                self._interval_inputs = average
+            else:
+                self._interval_inputs = (X, t0, t1)
+                lb, ub = self.estimator.effect_interval(X, T0=t0, T1=t1,
+                                                        alpha=1 - self.confidence_level)
+                cate_intervals = (np.reshape(lb, (-1, 1)), np.reshape(ub, (-1, 1)))
             self.effect_intervals = self._estimate_confidence_intervals(self.confidence_level)
-            lb, ub = self.estimator.effect_interval(X, T0=t0, T1=t1,
-                                                    alpha=1 - self.confidence_level)
-            cate_intervals = (np.reshape(lb, (-1, 1)), np.reshape(ub, (-1, 1)))
 
         estimand = self._target_estimand
         estimate = CausalEstimate(
@@ -475,6 +503,17 @@ num_quantiles_to_discretize_cont_cols
         # shallow snapshot (sharing the fitted CFR) with its own target units and values.
         estimate.add_estimator(copy.copy(self))
         return estimate
+
+    def _debiased_average(self, data, target_units, t1, t0):
+        """The doubly robust average (:meth:`CFR.average_effect`) for the target strings "ate",
+        "att", "atc" when ``data`` holds the fitted units and the estimator debiases; else None
+        (then ``estimate.value`` is the mean of the unit-level effects)."""
+        stage = self.estimator.fitted_.debiased
+        if (not isinstance(target_units, str) or stage is None or stage.e is None
+                or len(data) != len(stage.y)
+                or fingerprint(self._covariates(data).to_numpy(dtype=float)) != stage.x_key):
+            return None
+        return self.estimator.average_effect(target_units.lower(), T0=t0, T1=t1)
 
     def construct_symbolic_estimator(self, estimand):
         expr = "b: " + ", ".join(estimand.outcome_variable) + "~"

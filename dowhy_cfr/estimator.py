@@ -15,6 +15,7 @@ from sklearn.base import BaseEstimator, clone
 from . import _io, fitting
 from . import _validation as V
 from .core import CFRConfig
+from .inference import AverageEffectsMixin, CFRAIPWInference, CFRBootstrapInference
 
 __all__ = ["CFR", "TARNet"]
 
@@ -37,7 +38,7 @@ def _fitted(path: str, doc: str) -> property:
     return property(get, doc=doc)
 
 
-class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
+class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
     """Counterfactual Regression (Shalit, Johansson & Sontag, ICML 2017) as an EconML estimator.
 
     A shared representation ``Phi`` of the covariates feeds one outcome head per treatment arm
@@ -68,28 +69,21 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         loss, var(y) times the paper's strength: measured as good as rescaled (see docs).
     rep_weight_decay : bool
         Also penalise the representation's weights.
-    n_rep_layers, rep_dim : int
-        Depth and width of the representation Phi (ELU layers).
-    n_head_layers, head_dim : int
-        Depth and width of each outcome head (ELU layers, then a linear output).
+    n_rep_layers, rep_dim, n_head_layers, head_dim : int
+        Depth and width of the representation Phi and of each head (ELU; heads end linear).
     normalization : {"divide", "none"}
         "divide" projects each representation onto the unit sphere (reference code).
     weight_init : float
         Initial weights are N(0, (weight_init / sqrt(fan_in))^2); biases start at 0.
-    learning_rate : float
-        Adam's learning rate.
-    lr_decay, lr_decay_steps : float, int
-        Staircase decay of the learning rate: multiplied by ``lr_decay`` every ``lr_decay_steps``
-        steps (1.0 switches decay off).
+    learning_rate, lr_decay, lr_decay_steps : float, float, int
+        Adam's learning rate, multiplied by ``lr_decay`` every ``lr_decay_steps`` (1.0: no decay).
     batch_size : int
         Mini-batch size; batches always contain both arms. Clamped (with a warning) to the
         training split's size for small data.
     n_iter : int
         Maximum number of mini-batch steps.
-    val_fraction : float
-        Share of the units held out (stratified by treatment) for early stopping.
-    eval_every : int
-        Evaluate the validation objective every ``eval_every`` steps.
+    val_fraction, eval_every : float, int
+        Share of units held out (stratified) for early stopping; steps between evaluations.
     patience : int or None
         Stop after this many evaluations without improvement of the validation objective; the
         best checkpoint is kept. None runs all ``n_iter`` steps (still keeping the best).
@@ -98,12 +92,9 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         ``max(patience * eval_every, relative_patience * best_step)`` steps without improvement.
     reweight_sample : bool
         Weight units by ``w_i = t_i/(2u) + (1-t_i)/(2(1-u))`` (Algorithm 1, line 2).
-    rbf_sigma : float
-        Bandwidth of ``mmd2_rbf``: kernel ``exp(-||a-b||^2 / sigma^2)``.
-    wass_lambda, wass_iterations : float, int
-        Entropic scale (relative to the mean cost) and number of Sinkhorn iterations.
-    wass_backprop : bool
-        Backpropagate through the Sinkhorn transport plan.
+    rbf_sigma, wass_lambda, wass_iterations, wass_backprop : float, float, int, bool
+        Bandwidth of ``mmd2_rbf`` (kernel ``exp(-||a-b||^2 / sigma^2)``); Sinkhorn's entropic
+        scale (relative to the mean cost), iterations, and backpropagation through the plan.
     loss : {"auto", "mse", "logloss"}, default "auto"
         Squared loss, or log-loss with a sigmoid output for 0/1 outcomes; "auto" uses log-loss
         when every outcome is 0 or 1. For binary outcomes effects are differences of
@@ -115,6 +106,16 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
     n_ensemble : int, default 1
         Number of networks trained (stacked, in one pass) from different seeds and validation
         splits; effects are averaged over them.
+    debias : {"aipw", None}, default "aipw"
+        "aipw": doubly robust averages (:mod:`dowhy_cfr.debiased`); effects are shifted by one
+        constant per arm so that ``ate(X)`` over the fitted units is the AIPW ATE. None: the
+        plug-in (also ``average_effect(..., debiased=False)``), no analytic intervals.
+    cross_fit : bool, default False
+        The ``n_ensemble`` members are cross-fitting folds (AIPW on out-of-fold predictions).
+    model_propensity, min_propensity, cv : classifier or None, float, int
+        Propensity model (None: the better by out-of-fold log-loss of a logistic regression and
+        depth-3 boosting, :func:`dowhy_cfr.debiased.default_propensity_models`), cross-fitted
+        over ``cv`` stratified folds, clipped below at ``min_propensity`` (default 0.05; cv 5).
     categories : "auto" or list, default "auto"
         Treatment categories; the first is the control arm.
     random_state : int, RandomState or None, default None
@@ -171,7 +172,8 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         relative_patience=_D.relative_patience,
         reweight_sample=_D.reweight_sample, rbf_sigma=_D.rbf_sigma, wass_lambda=_D.wass_lambda,
         wass_iterations=_D.wass_iterations, wass_backprop=_D.wass_backprop,
-        loss="auto", model_final=None, n_ensemble=1, categories="auto", random_state=None,
+        loss="auto", model_final=None, n_ensemble=1, debias="aipw", cross_fit=False,
+        model_propensity=None, min_propensity=0.05, cv=5, categories="auto", random_state=None,
         device="cpu", verbose=1,
     ):
         params = locals()
@@ -206,8 +208,8 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         self._d_t = (fitted.encoding.n_arms - 1,)
         if Y is not None:
             self._postfit(Y, T)
-        if Y is not None or econml_state is not None:
-            self._inference = None
+        if Y is not None or econml_state is not None:  # fit_stacked, replicas, load
+            self._inference = CFRAIPWInference.default_for(self)
         return self
 
     def _check_fitted(self):
@@ -229,12 +231,9 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         return super()._expand_treatments(X, *Ts, transform=transform)
 
     def _get_inference_options(self):
-        # "bootstrap" trains all replicas in one stacked pass (see dowhy_cfr.inference)
-        from .inference import CFRBootstrapInference
-
-        options = dict(super()._get_inference_options())
-        options["bootstrap"] = CFRBootstrapInference
-        return options
+        # "bootstrap": replicas in one stacked pass; "auto": "aipw" unless debias=None
+        return dict(super()._get_inference_options(), bootstrap=CFRBootstrapInference,
+                    aipw=CFRAIPWInference, auto=lambda: CFRAIPWInference() if self.debias else None)
 
     def _strata(self, Y, T, *args, **kwargs):
         """Bootstrap replicas keep the treated/control counts (EconML calls this)."""
@@ -254,8 +253,7 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         return [clone(template)._set_fitted(f, Y, T, X) for f in fits]
 
     # ------------------------------------------------------------------ fit
-    @BaseCateEstimator._wrap_fit
-    def fit(self, Y, T, *, X, W=None, inference=None):
+    def fit(self, Y, T, *, X, W=None, inference="auto"):
         """Train the networks on outcomes ``Y``, treatments ``T`` and covariates ``X`` (and ``W``).
 
         Parameters
@@ -270,13 +268,20 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
         W : array_like, shape (n, d_w), optional
             Further confounders the representation sees; CATE is then averaged over W given X by
             ``model_final`` (see the class docstring).
-        inference : str, Inference or None
-            ``"bootstrap"`` or an EconML ``BootstrapInference`` for intervals.
+        inference : "auto", "aipw", "bootstrap", Inference or None, default "auto"
+            "auto" ("aipw"): analytic intervals of the doubly robust average effects over the
+            fitted units (``ate_interval``; :class:`~dowhy_cfr.CFRAIPWInference`), free; none
+            when ``debias=None``. "bootstrap" or an EconML ``BootstrapInference``: also
+            pointwise ``effect_interval`` (trains one network per replica).
 
         Returns
         -------
         self
         """
+        return self._fit(Y, T, X=X, W=W, inference=inference)
+
+    @BaseCateEstimator._wrap_fit
+    def _fit(self, Y, T, *, X, W=None):
         return self._set_fitted(fitting.fit(self, Y, T, X, W))
 
     def fit_stacked(self, Y, T, *, X, W=None, units=None, seeds=None):
@@ -310,15 +315,11 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
     def fit_chunks(self, chunks, *, validation):
         """Fit on training data read chunk by chunk (data larger than memory); returns self.
 
-        Parameters
-        ----------
-        chunks : re-iterable of ``(Y, T, X)``
-            A list, a torch ``DataLoader`` yielding ``(Y, T, X)`` tuples or dicts, or a
-            zero-argument function returning a fresh iterator (e.g. over Parquet row groups);
-            only one chunk is in memory at a time (see :mod:`dowhy_cfr.streaming`).
-        validation : tuple ``(Y_val, T_val, X_val)``
-            Held-out data (in memory) for early stopping. No ``W`` and no ``inference`` here;
-            ``ate()`` without X averages over the validation units.
+        ``chunks``: a re-iterable of ``(Y, T, X)`` -- a list, a torch ``DataLoader`` of tuples or
+        dicts, or a zero-argument function returning a fresh iterator -- one chunk in memory at a
+        time (:mod:`dowhy_cfr.streaming`). ``validation = (Y_val, T_val, X_val)``: held-out data
+        for early stopping; ``ate()`` without X averages over it. No ``W``, no ``inference``, and
+        the plug-in average (no debiasing).
         """
         from .streaming import fit_chunks
 
@@ -330,36 +331,35 @@ class CFR(TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
 
         Without W at fit, this is ``h1(Phi(x)) - h0(Phi(x))`` (ensemble mean). With W at fit, it
         is ``model_final_`` applied to X. With X=None at fit, the average effect over the fitted
-        units (shape (1, ...)).
+        units (shape (1, ...)). With ``debias="aipw"`` plus the constant that makes the mean over
+        the fitted units the AIPW ATE (``average_effect``).
         """
         fitted = self._check_fitted()
         if fitted.columns.n_x == 0:
             if X is not None:
                 raise ValueError("the estimator was fitted with X=None; call with X=None")
             tau = fitted.tau_fit_mean.reshape(1, -1)
-        elif fitted.final is not None:
-            tau = fitted.final.predict(fitted.columns.block("X", X))
         else:
-            tau = fitted.tau(fitted.features(X))
+            tau = fitted.cate(X)
         return tau[:, None, :] if self._d_y else tau
 
     def individual_effect(self, X=None, W=None):
-        """Unit-level effects ``tau(x_i, w_i)`` from the heads (ensemble mean).
-
-        Shape (m,) for a binary treatment; (m, n_arms - 1) -- each arm vs control -- otherwise.
+        """Unit-level effects ``tau(x_i, w_i)`` from the heads (ensemble mean, plus the debiasing
+        shift). Shape (m,) for a binary treatment; (m, n_arms - 1) (each arm vs control) otherwise.
         """
         fitted = self._check_fitted()
-        tau = fitted.tau(fitted.features(X, W))
+        tau = fitted.unit_effects(fitted.features(X, W))
         return tau[:, 0] if tau.shape[1] == 1 else tau
 
     def predict_outcomes(self, X=None, W=None):
         """Predicted potential outcomes ``(mu0, mu1)`` at ``X`` (and ``W``), each shape (m,).
 
         One array per treatment arm, in the order of the categories (control first). For binary
-        outcomes these are probabilities. Averaged over the ensemble.
+        outcomes these are probabilities. Averaged over the ensemble; with ``debias="aipw"`` each
+        arm is shifted by its AIPW correction (``mu1 - mu0`` is ``individual_effect``).
         """
         fitted = self._check_fitted()
-        return tuple(fitted.outputs(fitted.features(X, W)).mean(0))
+        return tuple(fitted.potential_outcomes(fitted.features(X, W)))
 
     def transform(self, X=None, W=None, *, member: int = 0):
         """The learned representation ``Phi(x)``, shape (m, rep_dim), of one ensemble member."""

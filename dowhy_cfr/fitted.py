@@ -9,7 +9,10 @@ A fitted :class:`~dowhy_cfr.CFR` holds one :class:`FittedCFR` (``est.fitted_``),
   and the way back from the networks' outputs to the outcome scale;
 * :class:`FittedMembers` -- the trained networks with each member's seed, kept step, history and
   training/validation units;
-* :class:`FinalStage` -- the regression of the unit-level effects on ``X`` when ``W`` was given.
+* :class:`FinalStage` -- the regression of the unit-level effects on ``X`` when ``W`` was given;
+* :class:`DebiasedStage` -- the fitted units' outcomes, outcome predictions and cross-fitted
+  propensities behind the doubly robust averages (:mod:`dowhy_cfr.debiased`), and the shift that
+  makes the mean effect over the fitted units equal the AIPW ATE.
 
 The fit paths (:mod:`dowhy_cfr.fitting`, :mod:`dowhy_cfr.streaming`, :mod:`dowhy_cfr.distributed`,
 :mod:`dowhy_cfr.selection`) build these objects with the functions here, :mod:`dowhy_cfr._io`
@@ -19,6 +22,7 @@ saves and loads them, and the estimator only holds them. Nothing here imports th
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,11 +33,12 @@ from econml.utilities import one_hot_encoder
 from sklearn.base import clone
 
 from . import _validation as V
+from .debiased import AverageEffect, average_effect, plugin_effect
 from .core import CFRConfig, CFRNet, TrainResult, predict
 from .core.training import derive_seeds
 
 __all__ = ["TreatmentEncoding", "Columns", "Preprocessing", "FittedMembers", "FinalStage",
-           "FittedCFR", "encode_treatment", "standardize", "history_frame", "plain", "sklearn_seed",
+           "DebiasedStage", "FittedCFR", "fingerprint", "encode_treatment", "standardize", "history_frame", "plain", "sklearn_seed",
            "MAX_ARMS"]
 
 #: More distinct treatment values than this are taken for a continuous treatment (an error).
@@ -319,6 +324,49 @@ class FinalStage:
         return np.column_stack([m.predict(x) for m in self.models])
 
 
+# ----------------------------------------------------------------------------- debiased stage
+def fingerprint(a) -> str:
+    """A short hash of an array's shape and float64 values (is this the fitted units' X?)."""
+    a = np.ascontiguousarray(np.asarray(a, dtype=np.float64))
+    return hashlib.sha1(repr(a.shape).encode() + a.tobytes()).hexdigest()[:16]
+
+
+@dataclass
+class DebiasedStage:
+    """What the doubly robust averages over the fitted units need (see :mod:`dowhy_cfr.debiased`).
+
+    ``mu`` are the outcome predictions the AIPW corrections use (out-of-fold when the members
+    are cross-fitting folds), ``mu_plugin`` the ensemble's in-sample predictions (the plug-in);
+    ``e`` the cross-fitted propensities (None: ``debias=None``). ``arm_shift`` (per arm) is added
+    to the heads' potential outcomes: the AIPW estimate of ``E[Y(a)]`` minus the heads' mean over
+    the fitted units, so that the mean effect over them is the AIPW ATE; ``shift`` is its
+    difference to the control arm, and ``final_shift`` is added to ``model_final``'s effects for
+    the same purpose. All are zero when ``CFR(debias=None)``.
+    """
+
+    y: np.ndarray  # (n,)
+    arms: np.ndarray  # (n,)
+    mu: np.ndarray  # (n, n_arms)
+    mu_plugin: np.ndarray  # (n, n_arms)
+    e: np.ndarray | None  # (n, n_arms); None with debias=None
+    x_key: str  # fingerprint of the fitted units' X block
+    arm_shift: np.ndarray  # (n_arms,)
+    final_shift: np.ndarray  # (n_arms - 1,)
+
+    @property
+    def shift(self) -> np.ndarray:
+        """The shift of each non-control arm's effect vs control: (n_arms - 1,)."""
+        return self.arm_shift[1:] - self.arm_shift[0]
+
+    def average(self, target: str, a1: int, a0: int, debiased: bool = True) -> AverageEffect:
+        """The AIPW (``debiased``) or plug-in average effect of arm ``a1`` vs ``a0``."""
+        if debiased:
+            return average_effect(self.y, self.arms, self.mu, self.e, a1=a1, a0=a0,
+                                  target=target, mu_plugin=self.mu_plugin)
+        plugin, n_units = plugin_effect(self.arms, self.mu_plugin, a1=a1, a0=a0, target=target)
+        return AverageEffect(str(target).lower(), plugin, float("nan"), plugin, n_units, "plugin")
+
+
 # ----------------------------------------------------------------------------- the whole
 @dataclass
 class FittedCFR:
@@ -331,6 +379,7 @@ class FittedCFR:
     members: FittedMembers
     tau_fit_mean: np.ndarray | None = None  # mean effect over the fitted units (X=None)
     final: FinalStage | None = None
+    debiased: DebiasedStage | None = None
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     alpha_scores: pd.DataFrame | None = None  # alpha="auto": the candidates' scores (not saved)
 
@@ -347,6 +396,28 @@ class FittedCFR:
         """Ensemble-mean effect of each non-control arm vs control: (n, n_arms - 1)."""
         out = self.outputs(xw_std).mean(0)
         return (out[1:] - out[0:1]).T
+
+    def effect_shift(self, final: bool = False) -> np.ndarray | float:
+        """What is added to the heads' (or, ``final``, ``model_final``'s) effects: (n_arms - 1,)."""
+        if self.debiased is None:
+            return 0.0
+        return self.debiased.final_shift if final else self.debiased.shift
+
+    def potential_outcomes(self, xw_std: np.ndarray) -> np.ndarray:
+        """The reported potential outcomes (n_arms, n): ensemble mean plus the debiasing shift."""
+        out = self.outputs(xw_std).mean(0)
+        return out if self.debiased is None else out + self.debiased.arm_shift[:, None]
+
+    def unit_effects(self, xw_std: np.ndarray) -> np.ndarray:
+        """The reported unit-level effects ``tau(x, w)`` (heads, plus the debiasing shift)."""
+        return self.tau(xw_std) + self.effect_shift()
+
+    def cate(self, X) -> np.ndarray:
+        """The reported ``CATE(x)`` of the X block: the heads' effects, or ``model_final``'s when
+        W was given, plus the debiasing shift; (m, n_arms - 1)."""
+        if self.final is not None:
+            return self.final.predict(self.columns.block("X", X)) + self.effect_shift(final=True)
+        return self.unit_effects(self.features(X))
 
     def representation(self, xw_std: np.ndarray, member: int, *, at_init: bool = False):
         """``Phi`` of one member (m, rep_dim): trained, or the same network before training."""
@@ -381,4 +452,4 @@ class FittedCFR:
         members = [members] if np.isscalar(members) else list(members)
         return dataclasses.replace(self, preprocessing=self.preprocessing.select(members),
                                    members=self.members.select(members), tau_fit_mean=None,
-                                   final=None)
+                                   final=None, debiased=None)

@@ -17,18 +17,20 @@ import warnings
 import numpy as np
 import pandas as pd
 import torch
-from sklearn.model_selection import train_test_split
+from sklearn.model_selection import StratifiedKFold, train_test_split
 from sklearn.utils import check_random_state
 
 from . import _validation as V
 from .core import ALPHA_GRID, CFRConfig, TrainingDivergedError, train_cfr
-from .fitted import (Columns, FittedCFR, FittedMembers, Preprocessing, encode_treatment, plain,
-                     sklearn_seed)
+from .debiased import cross_fit_propensity
+from .fitted import (Columns, DebiasedStage, FittedCFR, FittedMembers, Preprocessing,
+                     encode_treatment, fingerprint, plain, sklearn_seed)
 from .metrics import SELECTION_CRITERIA, cross_fit_nuisances, selection_scores
 
 __all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "config_from", "alpha_grid", "resolve_device",
            "draw_seeds", "show_progress", "check_n_ensemble", "resolve_loss", "check_fit_inputs",
-           "split", "train", "fit", "select_alpha", "fit_stacked", "bootstrap"]
+           "split", "train", "fit", "select_alpha", "fit_stacked", "bootstrap", "check_debias",
+           "cross_fit_rows", "out_of_fold", "debias"]
 
 #: The estimator parameters that are fields of the core's :class:`~dowhy_cfr.core.CFRConfig`
 #: (``loss`` is resolved from the data; ``max_eval_units`` keeps the core's default).
@@ -243,21 +245,93 @@ def train(est, xw, arms, y, seeds, *, encoding, columns, rows=None, fixed_split=
     return fitted.select([j for j in range(k) if j not in failed])
 
 
+def check_debias(est) -> None:
+    """ValueError naming the debiasing parameter that is invalid (``debias``, ``cross_fit``,
+    ``min_propensity``, ``cv``)."""
+    if est.debias not in ("aipw", None):
+        raise ValueError(f"debias={est.debias!r} is invalid: use 'aipw' (doubly robust averages) "
+                         f"or None (the plug-in mean of the heads' effects)")
+    if not isinstance(est.cross_fit, (bool, np.bool_)):
+        raise TypeError(f"cross_fit must be True or False; got {est.cross_fit!r}")
+    if est.cross_fit and check_n_ensemble(est) < 2:
+        raise ValueError("cross_fit=True uses the n_ensemble members as cross-fitting folds; set "
+                         "n_ensemble >= 2 (e.g. n_ensemble=5) or cross_fit=False")
+    if not 0 < float(est.min_propensity) < 0.5:
+        raise ValueError(f"min_propensity={est.min_propensity!r} must be in (0, 0.5), e.g. 0.01")
+    V.check_int("cv", est.cv, 2)
+
+
+def cross_fit_rows(arms: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """Training units (K, m) of ``k`` cross-fitting members: member j sees every unit outside the
+    j-th of ``k`` treatment-stratified folds (folds of unequal size: a member whose complement is
+    larger drops its excess units at random, so that all members have m units)."""
+    folds = StratifiedKFold(k, shuffle=True, random_state=sklearn_seed(seed))
+    rest = [tr for tr, _ in folds.split(np.zeros(len(arms)), arms)]
+    m = min(len(r) for r in rest)
+    rng = np.random.default_rng(sklearn_seed(seed))
+    return np.stack([np.sort(rng.choice(r, m, replace=False)) if len(r) > m else r for r in rest])
+
+
+def out_of_fold(outputs: np.ndarray, members: FittedMembers) -> np.ndarray:
+    """Per unit, the mean prediction (n, n_arms) of the members that did not train or validate on
+    it (``outputs``: (K, n_arms, n)); NaN where every member saw the unit."""
+    seen = np.zeros((outputs.shape[0], outputs.shape[2]), dtype=bool)
+    for j, rows in enumerate(np.concatenate([members.train_rows, members.val_rows], axis=1)):
+        seen[j, rows] = True
+    unseen = (~seen).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (np.einsum("kan,kn->na", outputs, unseen) / unseen.sum(0)[:, None])
+
+
+def debias(est, fitted: FittedCFR, xw: np.ndarray, arms: np.ndarray, y: np.ndarray) -> FittedCFR:
+    """Add the :class:`~dowhy_cfr.fitted.DebiasedStage` of the fitted units ``xw`` (raw), arms
+    and outcomes to a summarised fit: cross-fitted propensities, AIPW ATE per arm, and the shift
+    of the effects (``est.debias=None``: no propensities and no shift). Cross-fitted members
+    (``est.cross_fit``) give each unit out-of-fold outcome predictions."""
+    outputs = fitted.outputs(fitted.preprocessing.x(xw))
+    mu_plugin = outputs.mean(0).T
+    mu = mu_plugin
+    if est.cross_fit and fitted.members.train_rows is not None:
+        oof = out_of_fold(outputs, fitted.members)
+        mu = np.where(np.isnan(oof), mu_plugin, oof)
+    n_x, n_arms = fitted.columns.n_x, fitted.encoding.n_arms
+    stage = DebiasedStage(y, arms, mu, mu_plugin, None, fingerprint(xw[:, :n_x]),
+                          np.zeros(n_arms), np.zeros(n_arms - 1))
+    fitted.debiased = stage
+    if est.debias is None:
+        return fitted
+    stage.e = cross_fit_propensity(est.model_propensity, xw, arms, n_arms=n_arms, cv=est.cv,
+                                   random_state=fitted.members.seeds[0],
+                                   min_propensity=float(est.min_propensity))
+    onehot = arms[:, None] == np.arange(n_arms)
+    arm_means = (mu + onehot * (y[:, None] - mu) / stage.e).mean(0)  # AIPW E[Y(a)]
+    stage.arm_shift = arm_means - mu_plugin.mean(0)
+    theta = arm_means[1:] - arm_means[0]
+    if fitted.final is not None:
+        stage.final_shift = theta - fitted.final.predict(xw[:, :n_x]).mean(0)
+    fitted.tau_fit_mean = theta
+    return fitted
+
+
 def fit(est, Y, T, X, W=None) -> FittedCFR:
-    """What ``est.fit(Y, T, X=X, W=W)`` stores: ``n_ensemble`` networks trained together."""
+    """What ``est.fit(Y, T, X=X, W=W)`` stores: ``n_ensemble`` networks trained together (the
+    cross-fitting folds when ``est.cross_fit``; the best alpha's when ``est.alpha`` is a grid),
+    and the debiased stage (:func:`debias`)."""
+    check_debias(est)
     grid = alpha_grid(est.alpha)
     xw, arms, y, columns, encoding = check_fit_inputs(Y, T, X, W, est.categories)
     k = check_n_ensemble(est)
     seeds = draw_seeds(est.random_state, k)
+    rows = cross_fit_rows(arms, k, seeds[0]) if est.cross_fit else None
     if grid is not None:
-        return select_alpha(est, grid, xw, arms, y, seeds, encoding, columns).summarise(
-            xw, est.model_final)
+        chosen = select_alpha(est, grid, xw, arms, y, seeds, encoding, columns, rows)
+        return debias(est, chosen.summarise(xw, est.model_final), xw, arms, y)
     fitted = train(est, xw, np.tile(arms, (k, 1)), np.tile(y, (k, 1)), seeds,
-                   encoding=encoding, columns=columns, drop_failed=True)
-    return fitted.summarise(xw, est.model_final)
+                   encoding=encoding, columns=columns, rows=rows, drop_failed=True)
+    return debias(est, fitted.summarise(xw, est.model_final), xw, arms, y)
 
 
-def select_alpha(est, grid, xw, arms, y, seeds, encoding, columns) -> FittedCFR:
+def select_alpha(est, grid, xw, arms, y, seeds, encoding, columns, rows=None) -> FittedCFR:
     """``alpha="auto"`` (or a grid): the ensemble of the alpha with the best validation score.
 
     Every candidate alpha's ``E = len(seeds)`` members train in one stack of ``G * E`` networks;
@@ -265,7 +339,8 @@ def select_alpha(est, grid, xw, arms, y, seeds, encoding, columns) -> FittedCFR:
     weights for every alpha). Each member is scored on its own validation units by the criteria
     of :func:`dowhy_cfr.metrics.selection_scores`, with nuisances cross-fitted on all units
     (:func:`dowhy_cfr.metrics.cross_fit_nuisances`); an alpha's score is the mean over its
-    members, and :data:`ALPHA_CRITERION` decides. Ties go to the first in the grid.
+    members, and :data:`ALPHA_CRITERION` decides. Ties go to the first in the grid. ``rows``
+    (E, m): each member's units (cross-fitting folds), the same for every candidate.
     """
     if encoding.n_arms != 2:
         raise ValueError(f"alpha={est.alpha!r} (selection) needs a binary treatment; T has "
@@ -273,6 +348,7 @@ def select_alpha(est, grid, xw, arms, y, seeds, encoding, columns) -> FittedCFR:
     g, e = len(grid), len(seeds)
     fitted = train(est, xw, np.tile(arms, (g * e, 1)), np.tile(y, (g * e, 1)), seeds * g,
                    encoding=encoding, columns=columns, drop_failed="keep",
+                   rows=None if rows is None else np.tile(rows, (g, 1)),
                    alpha=np.repeat(grid, e).tolist())
     nuisances = cross_fit_nuisances(xw, y, arms, random_state=sklearn_seed(seeds[0]))
     out = fitted.outputs(fitted.preprocessing.x(xw))
@@ -351,6 +427,7 @@ def fit_stacked(est, Y, T, X, W=None, units=None, seeds=None):
     1); ``"fit"`` gives every dataset the seeds ``est.fit`` draws (its ``n_ensemble`` members), so
     dataset k's fit is what ``est.fit`` on it alone gives; or K (x n_ensemble) explicit seeds.
     """
+    check_debias(est)
     ys, ts, xs, ws = _stacked_inputs(Y, T, X, W)
     k, e = len(ys), check_n_ensemble(est)
     member_seeds = _stacked_seeds(est, seeds, k, e)
@@ -367,16 +444,31 @@ def fit_stacked(est, Y, T, X, W=None, units=None, seeds=None):
                              f"cannot be combined with units")
         xw = np.repeat(np.stack([c[0] for c in checked]), e, axis=0)
     rows = _check_units(units, k, xw.shape[-2])
+    member_rows = None if rows is None else np.repeat(rows, e, axis=0)
+    if est.cross_fit:
+        if rows is not None:
+            raise ValueError("units cannot be combined with cross_fit=True in fit_stacked")
+        member_rows = _stacked_folds([c[1] for c in checked], member_seeds, e)
     fitted = train(est, xw, np.repeat(np.stack([c[1] for c in checked]), e, axis=0),
                    np.repeat(np.stack([c[2] for c in checked]), e, axis=0), member_seeds,
-                   encoding=encoding, columns=columns,
-                   rows=None if rows is None else np.repeat(rows, e, axis=0))
+                   encoding=encoding, columns=columns, rows=member_rows)
     fits = []
-    for j in range(k):
-        xw_j = checked[j][0] if rows is None else checked[j][0][rows[j]]
-        fits.append(fitted.select(list(range(j * e, (j + 1) * e))).summarise(xw_j,
-                                                                            est.model_final))
+    for j, (xw_j, arms_j, y_j, _, _) in enumerate(checked):
+        used = slice(None) if rows is None else rows[j]
+        member = fitted.select(list(range(j * e, (j + 1) * e))).summarise(xw_j[used],
+                                                                          est.model_final)
+        fits.append(debias(est, member, xw_j[used], arms_j[used], y_j[used]))
     return fits, (ys[0], ts[0], xs[0])
+
+
+def _stacked_folds(arms_per_dataset, member_seeds, e: int) -> np.ndarray:
+    """The cross-fitting units (K * e, m) of fit_stacked: dataset j's folds as its own fit draws
+    them (:func:`cross_fit_rows`), cut to the smallest m of all datasets where they differ."""
+    folds = [cross_fit_rows(a, e, member_seeds[j * e]) for j, a in enumerate(arms_per_dataset)]
+    m = min(f.shape[1] for f in folds)
+    rng = np.random.default_rng(sklearn_seed(member_seeds[0]))
+    return np.concatenate([f if f.shape[1] == m else np.stack(
+        [np.sort(rng.choice(r, m, replace=False)) for r in f]) for f in folds])
 
 
 def resample_within_arms(units: np.ndarray, arms: np.ndarray, rng) -> np.ndarray:
@@ -418,6 +510,25 @@ def bootstrap(est, Y, T, X, W, n_replicas: int, random_state) -> list[FittedCFR]
     fitted = train(est, xw, np.tile(arms, (k, 1)), np.tile(y, (k, 1)), seeds, encoding=encoding,
                    columns=columns, fixed_split=(train_rows, val_rows))
     rows = np.concatenate([train_rows, val_rows], axis=1)
-    return [fitted.select(list(range(b * e, (b + 1) * e))).summarise(xw[rows[b * e]],
-                                                                    est.model_final)
-            for b in range(n_replicas)]
+    replicas = []
+    for b in range(n_replicas):
+        used = rows[b * e]
+        replica = fitted.select(list(range(b * e, (b + 1) * e))).summarise(xw[used], est.model_final)
+        replicas.append(debias(_in_sample(est), replica, xw[used], arms[used], y[used]))
+    return replicas
+
+
+class _InSample:
+    """The estimator's parameters with ``cross_fit=False`` (bootstrap replicas debias in-sample:
+    their members all train on the replica's units)."""
+
+    def __init__(self, est):
+        self._est = est
+        self.cross_fit = False
+
+    def __getattr__(self, name):
+        return getattr(self._est, name)
+
+
+def _in_sample(est):
+    return _InSample(est) if getattr(est, "cross_fit", False) else est

@@ -1,4 +1,10 @@
-"""Bootstrap inference for CFR that trains every replica in one stacked pass.
+"""Inference for CFR: analytic intervals of the doubly robust average effects, and a bootstrap
+that trains every replica in one stacked pass.
+
+:class:`CFRAIPWInference` (``fit(..., inference="auto")``, the default) reads the influence
+functions of the AIPW averages that every fit computes (:mod:`dowhy_cfr.debiased`): ``ate_interval``
+and ``ate_inference`` for the fitted units cost nothing. :class:`AverageEffectsMixin` gives the
+estimator ``average_effect`` (ATE, ATT, ATC over the fitted units) and ``ate()`` without X.
 
 EconML's generic :class:`econml.inference.BootstrapInference` clones the estimator and refits it
 once per replica. For a neural network that means ``n_bootstrap_samples`` full trainings.
@@ -13,13 +19,161 @@ EconML's code, unchanged.
 from __future__ import annotations
 
 import numpy as np
-from econml.inference import BootstrapInference
+from econml.inference import BootstrapInference, PopulationSummaryResults
+from econml.inference._inference import Inference
 from econml.inference._bootstrap import BootstrapEstimator
 from econml.utilities import filter_none_kwargs
 
 from . import _validation as V
+from .debiased import AverageEffect
+from .fitted import fingerprint
 
-__all__ = ["CFRBootstrapInference"]
+__all__ = ["CFRBootstrapInference", "CFRAIPWInference", "AverageEffectsMixin"]
+
+_POINTWISE = ("{name} is not available with inference='aipw' (the default): it gives analytic "
+              "intervals for the average effects over the fitted units only (ate_interval, "
+              "ate_inference, average_effect). For pointwise intervals fit with "
+              "inference='bootstrap'.")
+_OTHER_UNITS = ("inference='aipw' (the default) gives the interval of the average effect over the "
+                "fitted units only: call ate_interval() with X=None or with the X passed to fit. "
+                "For other units fit with inference='bootstrap'.")
+
+
+def _one_label(T, name):
+    values = np.unique(np.asarray(T, dtype=object).ravel())
+    if len(values) != 1:
+        raise ValueError(f"{name} must be a single treatment level for an average effect; got "
+                         f"{len(values)} different values")
+    return values[0]
+
+
+class AverageEffectsMixin:
+    """``average_effect`` and ``ate()`` over the fitted units (mixed into :class:`~dowhy_cfr.CFR`)."""
+
+    def average_effect(self, target="ate", *, T0=0, T1=1, debiased=True) -> AverageEffect:
+        """Average effect of ``T1`` vs ``T0`` over the fitted units, with its standard error.
+
+        Parameters
+        ----------
+        target : {"ate", "att", "atc"}
+            All fitted units, the units at ``T1`` ("att") or at ``T0`` ("atc").
+        T0, T1 : treatment labels (default 0 and 1)
+        debiased : bool, default True
+            True: the doubly robust (AIPW) estimate with its influence-function standard error
+            (:mod:`dowhy_cfr.debiased`). False: the plug-in mean of the heads' unit-level effects
+            ``tau(x_i, w_i)`` over the target's units (no shift; with W these are the unit-level
+            effects, not ``model_final``'s), without a standard error.
+
+        Returns
+        -------
+        dowhy_cfr.debiased.AverageEffect
+            ``estimate``, ``stderr``, ``interval(alpha)``, ``pvalue()``, ``plugin``, ``n_units``.
+        """
+        fitted = self._check_fitted()
+        stage = fitted.debiased
+        if stage is None:
+            raise ValueError("this fit kept no fitted units (fit_chunks or an older save); refit "
+                             "with fit(Y, T, X=...) for average effects")
+        if debiased and stage.e is None:
+            raise ValueError("the estimator was fitted with debias=None; use "
+                             "average_effect(..., debiased=False) or refit with debias='aipw'")
+        fitted.encoding.check_labels([T0], [T1])
+        a1, a0 = (int(fitted.encoding.arms([_one_label(v, n)])[0])
+                  for v, n in ((T1, "T1"), (T0, "T0")))
+        if a1 == a0:
+            raise ValueError(f"T0 and T1 are the same treatment level ({T0!r})")
+        return stage.average(target, a1, a0, debiased)
+
+    def ate(self, X=None, *, T0=0, T1=1):
+        """The mean of ``effect(X, T0=T0, T1=T1)`` over the rows of X (EconML's contract).
+
+        ``X=None`` (for an estimator fitted with X and ``debias="aipw"``): the average effect
+        over the fitted units, which is the mean of ``effect`` over them: the doubly robust ATE.
+        """
+        fitted = self._check_fitted()
+        stage = fitted.debiased
+        if X is not None or fitted.columns.n_x == 0 or stage is None or stage.e is None:
+            return super().ate(X, T0=T0, T1=T1)
+        value = self.average_effect("ate", T0=T0, T1=T1).estimate
+        return np.full(self._d_y, value) if self._d_y else np.float64(value)
+
+
+class CFRAIPWInference(Inference):
+    """Analytic intervals of CFR's doubly robust average effects (``inference="auto"``/"aipw").
+
+    ``ate_interval(X)``, ``ate_inference(X)`` (an EconML ``PopulationSummaryResults``) and
+    ``const_marginal_ate_interval(X)`` are those of the AIPW ATE over the fitted units -- X must
+    be None or the X given to ``fit``. The standard error is the influence function's
+    (:func:`dowhy_cfr.debiased.average_effect`); ``est.average_effect("att")`` gives the ATT and
+    ATC. Pointwise intervals (``effect_interval``) are not available: the AIPW correction is for
+    averages; fit with ``inference="bootstrap"`` for them.
+    """
+
+    #: No pointwise (``effect_interval``) intervals: the AIPW correction is for averages.
+    pointwise = False
+
+    @classmethod
+    def default_for(cls, estimator):
+        """The fitted inference of an estimator with a debiased stage, else None."""
+        stage = estimator.fitted_.debiased
+        return None if stage is None or stage.e is None else cls().fit(estimator)
+
+    def fit(self, estimator, *args, **kwargs):
+        stage = getattr(getattr(estimator, "fitted_", None), "debiased", None)
+        if stage is None or stage.e is None:
+            raise ValueError("inference='aipw' needs a CFR fitted with debias='aipw' (the "
+                             "default); use inference='bootstrap' otherwise")
+        self._est = estimator
+        self.d_t = estimator._d_t[0] if estimator._d_t else 1
+        self.d_y = estimator._d_y[0] if estimator._d_y else 1
+        return self
+
+    def _check_units(self, X):
+        fitted = self._est.fitted_
+        if X is None:
+            return
+        if fitted.columns.n_x == 0 or fingerprint(fitted.columns.block("X", X)) != \
+                fitted.debiased.x_key:
+            raise ValueError(_OTHER_UNITS)
+
+    def ate_inference(self, X=None, *, T0=0, T1=1):
+        self._check_units(X)
+        res = self._est.average_effect("ate", T0=T0, T1=T1)
+        pred = np.array([res.estimate]) if X is None else np.asarray(
+            self._est.effect(X, T0=T0, T1=T1), dtype=float)
+        # pred_stderr: zeros so that summary() prints the mean's rows; there are no pointwise ones
+        return PopulationSummaryResults(pred=pred, pred_stderr=np.zeros_like(pred),
+                                        mean_pred_stderr=res.stderr, d_t=1, d_y=self.d_y)
+
+    def ate_interval(self, X=None, *, T0=0, T1=1, alpha=0.05):
+        return self.ate_inference(X, T0=T0, T1=T1).conf_int_mean(alpha=alpha)
+
+    def const_marginal_ate_inference(self, X=None):
+        self._check_units(X)
+        cats = self._est.fitted_.encoding.categories
+        res = [self._est.average_effect("ate", T0=cats[0], T1=c) for c in cats[1:]]
+        pred = np.array([[r.estimate for r in res]]) if X is None else np.asarray(
+            self._est.const_marginal_effect(X), dtype=float)
+        stderr = np.array([r.stderr for r in res])
+        single = len(res) == 1 and not self._est._d_t_in
+        pred = pred.reshape(len(pred), -1)[:, 0] if single else pred
+        return PopulationSummaryResults(
+            pred=pred, pred_stderr=np.zeros_like(pred),
+            mean_pred_stderr=stderr[0] if single else stderr, d_t=self.d_t, d_y=self.d_y)
+
+    def const_marginal_ate_interval(self, X=None, *, alpha=0.05):
+        return self.const_marginal_ate_inference(X).conf_int_mean(alpha=alpha)
+
+    def marginal_ate_inference(self, T, X=None):
+        return self.const_marginal_ate_inference(X)
+
+    def marginal_ate_interval(self, T, X=None, *, alpha=0.05):
+        return self.const_marginal_ate_interval(X, alpha=alpha)
+
+    def __getattr__(self, name):
+        if name.startswith(("effect_", "const_marginal_effect_", "marginal_effect_")):
+            raise NotImplementedError(_POINTWISE.format(name=name))
+        raise AttributeError(name)
 
 _BOOTSTRAP_TYPES = ("percentile", "pivot", "normal")
 

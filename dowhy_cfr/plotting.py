@@ -531,7 +531,9 @@ def plot_policy_curve(effect=None, y=None, t=None, *, e=None, share_treated=None
 def _has_inference(est) -> bool:
     if not hasattr(est, "effect_interval"):
         return False
-    return getattr(est, "_inference", object()) is not None
+    inference = getattr(est, "_inference", object())
+    # CFR's default analytic (AIPW) inference has intervals for averages only, none per unit
+    return inference is not None and getattr(inference, "pointwise", True)
 
 
 def plot_cate(est, X, *, alpha: float = 0.05, sort: bool = True, true_effect=None,

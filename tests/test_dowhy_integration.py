@@ -112,8 +112,15 @@ def test_att_atc_select_the_right_units(setup, cfr_estimate):
         assert abs(res[tu].value - true[tu]) < TOL, tu
     assert res["att"].cate_estimates.shape == (t.sum(), 1)
     assert res["atc"].cate_estimates.shape == ((~t).sum(), 1)
-    assert res["att"].value == pytest.approx(full[t].mean(), rel=1e-12)
-    assert res["atc"].value == pytest.approx(full[~t].mean(), rel=1e-12)
+    # the value is the doubly robust ATT/ATC of the default (debias="aipw"); the unit-level
+    # effects are those of the target units, whose means are the (shifted) plug-in ones
+    cfr = res["att"].estimator.estimator
+    assert res["att"].value == pytest.approx(cfr.average_effect("att").estimate, rel=1e-12)
+    assert res["atc"].value == pytest.approx(cfr.average_effect("atc").estimate, rel=1e-12)
+    shift = cfr.fitted_.debiased.shift[0]
+    assert full[t].mean() == pytest.approx(cfr.average_effect("att", debiased=False).estimate
+                                           + shift, rel=1e-9)
+    assert res["att"].cate_estimates.mean() == pytest.approx(full[t].mean(), rel=1e-12)
     assert list(res["att"].cate_index) == list(df.index[t])
     # truth: ATT - ATC = 0.83; measured estimates 0.77-1.03
     assert res["att"].value - res["atc"].value > 0.5
@@ -329,10 +336,13 @@ def test_confidence_intervals_with_econml_bootstrap(setup):
 
 
 def test_confidence_intervals_need_inference(setup):
+    """Intervals need inference: the default ("auto", analytic; see test_debiased.py) works with
+    no configuration; inference=None explicitly is refused before training."""
     df, tau, model, estimand = setup
     with pytest.raises(ValueError, match="inference"):
         model.estimate_effect(estimand, method_name="backdoor.cfr", confidence_intervals=True,
-                              method_params={"init_params": TINY})
+                              method_params={"init_params": TINY,
+                                             "fit_params": {"inference": None}})
 
 
 def test_dowhy_resampling_bootstrap_intervals(setup):

@@ -15,8 +15,9 @@ Commands (see ``docs/benchmarks.md``):
 
 Intervals are whatever the fitted estimator's ``ate_interval`` / ``effect_interval`` return; a
 method without intervals (an EconML metalearner fitted without inference, a CFR fitted with
-``inference=None``) gets NaN. CFR is fitted with ``--cfr-inference`` (default none), so its
-interval columns fill in as soon as the estimator's ``ate_interval`` returns an interval.
+``inference=None``) gets NaN. CFR is fitted with ``--cfr-inference`` (default "auto": CFR's
+analytic intervals of the doubly robust ATE, see ``docs/debiased.md``; CFR has no pointwise
+interval then, so its tau(x) columns are NaN unless ``--cfr-inference bootstrap``).
 
 Methods use only the estimators' public API: ``fit(Y, T, X=X, W=W, inference=...)``,
 ``effect``, ``ate``, ``ate_interval``, ``effect_interval``. On design E the methods that take
@@ -42,10 +43,12 @@ __all__ = ["SYNTHETIC_METHODS", "CFR_FAMILY", "INTERVAL_METHODS", "ROW_COLUMNS",
            "synthetic_markdown", "add_parsers", "run_command"]
 
 #: Methods of the synthetic benchmark, in table order.
-SYNTHETIC_METHODS = ("CFR", "TARNet", "CFR-ens5", "LinearDML", "CausalForestDML", "DRLearner",
+SYNTHETIC_METHODS = ("CFR", "TARNet", "CFR-ens5", "CFR-plugin", "CFR-cf5", "LinearDML", "CausalForestDML", "DRLearner",
                      "XLearner", "TLearner")
 #: dowhy_cfr estimators.
-CFR_FAMILY = ("CFR", "TARNet", "CFR-ens5")
+#: ``CFR-plugin``: ``CFR(debias=None)`` (the heads' plug-in effects, no analytic intervals);
+#: ``CFR-cf5``: five members as cross-fitting folds (``n_ensemble=5, cross_fit=True``).
+CFR_FAMILY = ("CFR", "TARNet", "CFR-ens5", "CFR-plugin", "CFR-cf5")
 #: Methods with (analytic or forest) intervals without extra options; the default of ``coverage``.
 INTERVAL_METHODS = ("LinearDML", "CausalForestDML", "DRLearner")
 #: Methods whose ``fit`` takes ``W`` (the others see ``[X, W]`` as X on design E).
@@ -86,6 +89,10 @@ def _cfr(method: str, seed: int, settings: dict):
         return TARNet(**kw)
     if method == "CFR-ens5":
         return CFR(n_ensemble=5, **kw)
+    if method == "CFR-plugin":
+        return CFR(debias=None, **kw)
+    if method == "CFR-cf5":
+        return CFR(n_ensemble=5, cross_fit=True, **kw)
     return CFR(**kw)
 
 
@@ -442,9 +449,9 @@ def _options(p: argparse.ArgumentParser):
                    help="fresh test units for √PEHE and τ(x) coverage (default 1000)")
     p.add_argument("--alpha", type=_alpha, default=0.05,
                    help="intervals at level 1 - alpha (default 0.05)")
-    p.add_argument("--cfr-inference", default="none",
-                   help="inference passed to CFR/TARNet fit: 'none' (default; interval columns "
-                        "NaN unless ate_interval works without inference), 'bootstrap' or "
+    p.add_argument("--cfr-inference", default="auto",
+                   help="inference passed to CFR/TARNet fit: 'auto' (default: analytic "
+                        "intervals of the doubly robust ATE), 'none' (no intervals), 'bootstrap' or "
                         "'bootstrap:B' (CFRBootstrapInference with B replicas), or another name "
                         "the estimator accepts")
     p.add_argument("--n-iter", type=int, default=None,
@@ -476,7 +483,7 @@ def add_parsers(sub) -> None:
                    help="simulated data sets per (design, n): seeds 0..N-1 (default 200)")
     p.add_argument("--methods", type=parse_methods, default=None,
                    help="comma-separated methods (default: " + ",".join(INTERVAL_METHODS)
-                        + ", plus CFR when --cfr-inference is not 'none')")
+                        + ", plus CFR unless --cfr-inference is 'none')")
     _options(p)
 
 

@@ -1,0 +1,257 @@
+r"""Doubly robust (AIPW) average effects on top of CFR's outcome heads, with analytic intervals.
+
+CFR's heads give the potential-outcome regressions :math:`\hat\mu_a(x) = h_a(\Phi(x))`. The plug-in
+average effect :math:`\frac1n\sum_i \hat\mu_1(x_i) - \hat\mu_0(x_i)` inherits the heads' bias
+(regularisation, the imbalance penalty, early stopping). The augmented inverse-propensity-weighted
+(AIPW, doubly robust) estimator adds a weighted mean of the residuals, with a propensity model
+:math:`\hat e_a(x) = \hat P(T = a \mid x)`:
+
+.. math::
+
+    \psi_i = \hat\mu_1(x_i) - \hat\mu_0(x_i)
+        + \frac{1[t_i = 1]\,(y_i - \hat\mu_1(x_i))}{\hat e_1(x_i)}
+        - \frac{1[t_i = 0]\,(y_i - \hat\mu_0(x_i))}{\hat e_0(x_i)},
+    \qquad \hat\theta_{ATE} = \frac1n \sum_i \psi_i .
+
+It is consistent if either the outcome model or the propensity model is, and when both converge
+fast enough (product of the rates :math:`o(n^{-1/2})`) it is asymptotically normal with the
+efficient variance, estimated by the empirical variance of its influence function
+(Robins, Rotnitzky & Zhao 1994; Hahn 1998; Chernozhukov et al. 2018).
+
+For the effect on the treated (units at arm ``a1``, compared with arm ``a0``) and on the controls
+(units at ``a0``) the doubly robust estimators are ratios of means (Hahn 1998; Moodie et al. 2018):
+
+.. math::
+
+    \hat\theta_{ATT} = \frac{\sum_i 1[t_i = a_1](y_i - \hat\mu_{a_0}(x_i))
+        - 1[t_i = a_0] \frac{\hat e_{a_1}(x_i)}{\hat e_{a_0}(x_i)} (y_i - \hat\mu_{a_0}(x_i))}
+        {\sum_i 1[t_i = a_1]},
+
+    \hat\theta_{ATC} = \frac{\sum_i 1[t_i = a_0](\hat\mu_{a_1}(x_i) - y_i)
+        + 1[t_i = a_1] \frac{\hat e_{a_0}(x_i)}{\hat e_{a_1}(x_i)} (y_i - \hat\mu_{a_1}(x_i))}
+        {\sum_i 1[t_i = a_0]} .
+
+Every target is written as :math:`\hat\theta = \bar a / \bar b` with per-unit terms :math:`a_i, b_i`
+(:func:`aipw_terms`); its influence function is :math:`\varphi_i = (a_i - \hat\theta\, b_i) / \bar b`
+and its standard error :math:`\sqrt{\sum_i \varphi_i^2} / n` (:func:`average_effect`). With more
+than two arms the formulas hold for any pair of arms (``a1`` vs ``a0``).
+
+The propensity is cross-fitted (:func:`cross_fit_propensity`): each unit's :math:`\hat e(x_i)` comes
+from a classifier that did not see it (scikit-learn's ``cross_val_predict`` over
+``StratifiedKFold`` folds), and is clipped below at ``min_propensity``, as EconML's ``DRLearner``
+does. The default model is the better, by out-of-fold log-loss, of a logistic regression and
+depth-3 gradient boosting (:func:`default_propensity_models`). Whether the outcome predictions
+:math:`\hat\mu(x_i)` are out-of-fold is the estimator's choice (``CFR(cross_fit=...)``; see ``docs/debiased.md`` for the measurements behind the default).
+
+References
+----------
+.. [1] J. M. Robins, A. Rotnitzky, L. P. Zhao. "Estimation of regression coefficients when some
+   regressors are not always observed." JASA 89(427), 1994.
+.. [2] J. Hahn. "On the role of the propensity score in efficient semiparametric estimation of
+   average treatment effects." Econometrica 66(2), 1998.
+.. [3] V. Chernozhukov et al. "Double/debiased machine learning for treatment and structural
+   parameters." The Econometrics Journal 21(1), 2018.
+.. [4] E. E. M. Moodie, O. Saarela, D. A. Stephens. "A doubly robust weighting estimator of the
+   average treatment effect on the treated." Stat 7(1), 2018.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import norm
+from sklearn.base import clone
+from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.linear_model import LogisticRegressionCV
+from sklearn.metrics import log_loss
+from sklearn.model_selection import StratifiedKFold, cross_val_predict
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+__all__ = ["TARGETS", "AverageEffect", "default_propensity_models", "logistic_propensity_model",
+           "boosting_propensity_model", "cross_fit_propensity",
+           "aipw_terms", "average_effect", "plugin_effect"]
+
+#: The average effects with a doubly robust estimator: all units, the units at the treatment
+#: arm ("att") and the units at the control arm ("atc").
+TARGETS = ("ate", "att", "atc")
+
+
+@dataclass(frozen=True)
+class AverageEffect:
+    """An average effect over the fitted units with its standard error.
+
+    Attributes
+    ----------
+    target : {"ate", "att", "atc"}
+    estimate : float
+        The doubly robust (AIPW) estimate, or the plug-in mean when ``method == "plugin"``.
+    stderr : float
+        Influence-function standard error (NaN for the plug-in, which has no analytic one).
+    plugin : float
+        The plug-in mean of the heads' effects over the same units.
+    n_units : int
+        Number of units averaged over (all units for "ate").
+    method : {"aipw", "plugin"}
+    """
+
+    target: str
+    estimate: float
+    stderr: float
+    plugin: float
+    n_units: int
+    method: str = "aipw"
+
+    def interval(self, alpha: float = 0.05) -> tuple[float, float]:
+        """The normal ``1 - alpha`` confidence interval ``estimate -/+ z_{1-alpha/2} stderr``."""
+        if not 0 < alpha < 1:
+            raise ValueError(f"alpha={alpha!r} must be in (0, 1), e.g. 0.05 for 95% intervals")
+        half = norm.ppf(1 - alpha / 2) * self.stderr
+        return self.estimate - half, self.estimate + half
+
+    def pvalue(self, value: float = 0.0) -> float:
+        """Two-sided p-value of the z-test of ``estimate == value``."""
+        return float(2 * norm.sf(abs(self.estimate - value) / self.stderr))
+
+
+def boosting_propensity_model(random_state: int = 0):
+    """Histogram gradient boosting with trees of depth 3 (100 rounds, learning rate 0.1); its
+    own ``random_state`` (with None scikit-learn would draw from numpy's global state, which would
+    change what DoWhy's refuter loops draw after a fit)."""
+    return HistGradientBoostingClassifier(max_depth=3, max_iter=100, learning_rate=0.1,
+                                          random_state=random_state)
+
+
+def logistic_propensity_model():
+    """Standardised covariates, then an L2 logistic regression whose strength is chosen by 3-fold
+    cross-validation (EconML's ``DRLearner`` default)."""
+    return make_pipeline(StandardScaler(), LogisticRegressionCV(cv=3, max_iter=1000))
+
+
+def default_propensity_models(random_state: int = 0) -> dict:
+    """The candidates of the default propensity (``model_propensity=None``): a logistic
+    regression and depth-3 boosting; :func:`cross_fit_propensity` keeps the one with the lower
+    out-of-fold log-loss.
+
+    Chosen by measurement (``docs/debiased.md``): on Nie & Wager's design A, whose propensity
+    ``sin(pi x1 x2)`` is far from logistic, the logistic model left the AIPW ATE as biased as the
+    plug-in while boosting removed the bias, as the true propensity did; on small data with a
+    logistic propensity boosting overfits (propensities near the clip, huge weights), which the
+    logistic model does not.
+    """
+    return {"logistic": logistic_propensity_model(),
+            "boosting": boosting_propensity_model(random_state)}
+
+
+def _out_of_fold(model, x, arms, splitter):
+    with warnings.catch_warnings():
+        # scikit-learn >= 1.8 announces changes of LogisticRegressionCV's defaults
+        warnings.filterwarnings("ignore", category=FutureWarning, module="sklearn")
+        return cross_val_predict(model, x, arms, cv=splitter, method="predict_proba")
+
+
+def _seeded(model, seed: int):
+    """``model`` with ``random_state=seed`` where it has that parameter left at None."""
+    if model.get_params().get("random_state", 0) is None:
+        model.set_params(random_state=seed)
+    return model
+
+
+def cross_fit_propensity(model, x: np.ndarray, arms: np.ndarray, *, n_arms: int, cv: int = 5,
+                         random_state: int = 0, min_propensity: float = 0.01) -> np.ndarray:
+    """Out-of-fold propensities ``P(T = a | x_i)``, shape (n, n_arms), clipped at ``min_propensity``.
+
+    Parameters
+    ----------
+    model : scikit-learn classifier with ``predict_proba`` (cloned), or None: each of
+        :func:`default_propensity_models` is cross-fitted on the same folds and the one with the
+        lower out-of-fold log-loss is kept
+    x : array (n, d), the covariates the classifier sees
+    arms : array (n,) of int in 0..n_arms-1, the treatment arm of each unit
+    n_arms : int
+    cv : int, the number of ``StratifiedKFold`` folds (shuffled with ``random_state``)
+    min_propensity : float, lower clip of every probability
+    """
+    if model is not None and not hasattr(model, "predict_proba"):
+        raise TypeError(f"model_propensity must be a classifier with predict_proba; got "
+                        f"{type(model).__name__}")
+    counts = np.bincount(arms, minlength=n_arms)
+    folds = int(min(cv, counts.min()))
+    if folds < 2:
+        raise ValueError(f"cross-fitting the propensity needs at least 2 units per treatment arm; "
+                         f"an arm has {counts.min()}")
+    seed = int(random_state) % (2**32 - 1)
+    splitter = StratifiedKFold(folds, shuffle=True, random_state=seed)
+    if model is not None:
+        proba = _out_of_fold(_seeded(clone(model), seed), x, arms, splitter)
+    else:
+        candidates = [_out_of_fold(m, x, arms, splitter)
+                      for m in default_propensity_models(seed).values()]
+        proba = min(candidates, key=lambda p: log_loss(arms, p, labels=np.arange(n_arms)))
+    return np.clip(proba, min_propensity, 1.0)
+
+
+def aipw_terms(y, arms, mu, e, *, a1: int, a0: int, target: str):
+    """Per-unit terms ``(a_i, b_i)`` with ``theta = mean(a) / mean(b)`` (module docstring).
+
+    Parameters
+    ----------
+    y : array (n,), outcomes; arms : array (n,) of int, treatment arms
+    mu : array (n, n_arms), outcome predictions per arm; e : array (n, n_arms), propensities
+    a1, a0 : the arms compared (effect of ``a1`` vs ``a0``)
+    target : {"ate", "att", "atc"}
+    """
+    t1, t0 = (arms == a1).astype(float), (arms == a0).astype(float)
+    r1, r0 = y - mu[:, a1], y - mu[:, a0]
+    if target == "ate":
+        a = mu[:, a1] - mu[:, a0] + t1 * r1 / e[:, a1] - t0 * r0 / e[:, a0]
+        return a, np.ones_like(a)
+    if target == "att":
+        return t1 * r0 - t0 * e[:, a1] / e[:, a0] * r0, t1
+    if target == "atc":
+        return -t0 * r1 + t1 * e[:, a0] / e[:, a1] * r1, t0
+    raise ValueError(f"target={target!r} is invalid: choose one of {TARGETS}")
+
+
+def _check_target(target) -> str:
+    key = str(target).lower()
+    if key not in TARGETS:
+        raise ValueError(f"target={target!r} is invalid: choose one of {TARGETS}")
+    return key
+
+
+def plugin_effect(arms, mu, *, a1: int, a0: int, target: str) -> tuple[float, int]:
+    """Plug-in mean of ``mu[:, a1] - mu[:, a0]`` over the target's units, and their number."""
+    target = _check_target(target)
+    keep = {"ate": np.ones(len(arms), bool), "att": arms == a1, "atc": arms == a0}[target]
+    return float(np.mean(mu[keep, a1] - mu[keep, a0])), int(keep.sum())
+
+
+def average_effect(y, arms, mu, e, *, a1: int = 1, a0: int = 0, target: str = "ate",
+                   mu_plugin=None) -> AverageEffect:
+    r"""The AIPW estimate of an average effect and its influence-function standard error.
+
+    :math:`\hat\theta = \bar a / \bar b`, :math:`\varphi_i = (a_i - \hat\theta b_i) / \bar b`,
+    :math:`\widehat{se} = \sqrt{\sum_i \varphi_i^2} / n` with the terms of :func:`aipw_terms`.
+
+    Parameters
+    ----------
+    y, arms, mu, e, a1, a0, target : as in :func:`aipw_terms`
+    mu_plugin : array (n, n_arms), optional
+        The predictions whose mean is reported as ``plugin`` (default ``mu``; the estimator passes
+        its in-sample ensemble predictions when ``mu`` is out-of-fold).
+    """
+    target = _check_target(target)
+    a, b = aipw_terms(np.asarray(y, float), np.asarray(arms), np.asarray(mu, float),
+                      np.asarray(e, float), a1=a1, a0=a0, target=target)
+    b_mean = b.mean()
+    if b_mean == 0:
+        raise ValueError(f"no units at the arm that defines target={target!r}")
+    theta = a.mean() / b_mean
+    phi = (a - theta * b) / b_mean
+    se = float(np.sqrt(np.sum(phi**2)) / len(phi))
+    plugin, n_units = plugin_effect(arms, mu if mu_plugin is None else mu_plugin, a1=a1, a0=a0,
+                                    target=target)
+    return AverageEffect(target, float(theta), se, plugin, n_units)
