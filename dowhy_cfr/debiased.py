@@ -64,7 +64,7 @@ import numpy as np
 from scipy.stats import norm
 from sklearn.base import clone
 from sklearn.ensemble import HistGradientBoostingClassifier
-from sklearn.linear_model import LogisticRegressionCV
+from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from sklearn.pipeline import make_pipeline
@@ -117,17 +117,23 @@ class AverageEffect:
 
 
 def boosting_propensity_model(random_state: int = 0):
-    """Histogram gradient boosting with trees of depth 3 (100 rounds, learning rate 0.1); its
-    own ``random_state`` (with None scikit-learn would draw from numpy's global state, which would
-    change what DoWhy's refuter loops draw after a fit)."""
-    return HistGradientBoostingClassifier(max_depth=3, max_iter=100, learning_rate=0.1,
-                                          random_state=random_state)
+    """Histogram gradient boosting with trees of depth 3 (learning rate 0.1, at most 200 rounds,
+    stopped after 10 rounds without a better log-loss on 10% of its training units), with its own
+    ``random_state`` (with None scikit-learn draws from numpy's global state, which would change
+    what DoWhy's refuter loops draw after a fit)."""
+    return HistGradientBoostingClassifier(max_depth=3, max_iter=200, learning_rate=0.1,
+                                          early_stopping=True, validation_fraction=0.1,
+                                          n_iter_no_change=10, random_state=random_state)
 
 
 def logistic_propensity_model():
-    """Standardised covariates, then an L2 logistic regression whose strength is chosen by 3-fold
-    cross-validation (EconML's ``DRLearner`` default)."""
-    return make_pipeline(StandardScaler(), LogisticRegressionCV(cv=3, max_iter=1000))
+    """Standardised covariates, then an L2 logistic regression with ``C = 1``.
+
+    Measured against EconML's ``DRLearner`` default (``LogisticRegressionCV``, whose 3-fold
+    search scores by accuracy): better out-of-fold log-loss and closer to the true propensity on
+    every design and IHDP realization tried, at a tenth of the cost (``docs/debiased.md``).
+    """
+    return make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=1000))
 
 
 def default_propensity_models(random_state: int = 0) -> dict:
