@@ -283,11 +283,14 @@ def out_of_fold(outputs: np.ndarray, members: FittedMembers) -> np.ndarray:
         return (np.einsum("kan,kn->na", outputs, unseen) / unseen.sum(0)[:, None])
 
 
-def debias(est, fitted: FittedCFR, xw: np.ndarray, arms: np.ndarray, y: np.ndarray) -> FittedCFR:
+def debias(est, fitted: FittedCFR, xw: np.ndarray, arms: np.ndarray, y: np.ndarray,
+           propensities: dict | None = None) -> FittedCFR:
     """Add the :class:`~dowhy_cfr.fitted.DebiasedStage` of the fitted units ``xw`` (raw), arms
     and outcomes to a summarised fit: cross-fitted propensities, AIPW ATE per arm, and the shift
     of the effects (``est.debias=None``: no propensities and no shift). Cross-fitted members
-    (``est.cross_fit``) give each unit out-of-fold outcome predictions."""
+    (``est.cross_fit``) give each unit out-of-fold outcome predictions. ``propensities``: a dict
+    shared by the fits of one call, so that datasets with the same units, treatments and seed
+    (e.g. the simulations of DoWhy's dummy-outcome refuter) cross-fit the propensity once."""
     outputs = fitted.outputs(fitted.preprocessing.x(xw))
     mu_plugin = outputs.mean(0).T
     mu = mu_plugin
@@ -300,9 +303,13 @@ def debias(est, fitted: FittedCFR, xw: np.ndarray, arms: np.ndarray, y: np.ndarr
     fitted.debiased = stage
     if est.debias is None:
         return fitted
-    stage.e = cross_fit_propensity(est.model_propensity, xw, arms, n_arms=n_arms, cv=est.cv,
-                                   random_state=fitted.members.seeds[0],
-                                   min_propensity=float(est.min_propensity))
+    propensities = {} if propensities is None else propensities
+    key = (fingerprint(xw), fingerprint(arms), fitted.members.seeds[0])
+    if key not in propensities:
+        propensities[key] = cross_fit_propensity(
+            est.model_propensity, xw, arms, n_arms=n_arms, cv=est.cv,
+            random_state=fitted.members.seeds[0], min_propensity=float(est.min_propensity))
+    stage.e = propensities[key]
     onehot = arms[:, None] == np.arange(n_arms)
     arm_means = (mu + onehot * (y[:, None] - mu) / stage.e).mean(0)  # AIPW E[Y(a)]
     stage.arm_shift = arm_means - mu_plugin.mean(0)
@@ -452,12 +459,12 @@ def fit_stacked(est, Y, T, X, W=None, units=None, seeds=None):
     fitted = train(est, xw, np.repeat(np.stack([c[1] for c in checked]), e, axis=0),
                    np.repeat(np.stack([c[2] for c in checked]), e, axis=0), member_seeds,
                    encoding=encoding, columns=columns, rows=member_rows)
-    fits = []
+    fits, propensities = [], {}
     for j, (xw_j, arms_j, y_j, _, _) in enumerate(checked):
         used = slice(None) if rows is None else rows[j]
         member = fitted.select(list(range(j * e, (j + 1) * e))).summarise(xw_j[used],
                                                                           est.model_final)
-        fits.append(debias(est, member, xw_j[used], arms_j[used], y_j[used]))
+        fits.append(debias(est, member, xw_j[used], arms_j[used], y_j[used], propensities))
     return fits, (ys[0], ts[0], xs[0])
 
 

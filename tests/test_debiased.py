@@ -268,3 +268,20 @@ def test_fit_stacked_with_cross_fit_gives_each_datasets_own_fit():
         np.testing.assert_array_equal(member.fitted_.members.train_rows,
                                       single.fitted_.members.train_rows)
         assert member.ate() == pytest.approx(single.ate(), rel=1e-4, abs=1e-5)
+
+
+def test_fit_stacked_cross_fits_a_shared_propensity_once(monkeypatch):
+    """Datasets that differ only in Y (DoWhy's dummy-outcome refuter) share one propensity fit;
+    a dataset with other treatments gets its own."""
+    from dowhy_cfr import fitting
+
+    X, T, Y, _ = make_confounded(n=200, d=3, seed=6)
+    calls = []
+    original = fitting.cross_fit_propensity
+    monkeypatch.setattr(fitting, "cross_fit_propensity",
+                        lambda *a, **k: calls.append(1) or original(*a, **k))
+    T2 = np.random.default_rng(3).permutation(T)
+    fits = CFR(**TINY).fit_stacked([Y, Y + 1.0, Y], [T, T, T2], X=X, seeds=[7, 7, 7])
+    assert len(calls) == 2
+    single = CFR(**TINY).fit_stacked([Y + 1.0], [T], X=X, seeds=[7])[0]
+    assert fits[1].ate() == pytest.approx(single.ate(), rel=1e-5, abs=1e-6)
