@@ -267,9 +267,15 @@ def cross_fit_rows(arms: np.ndarray, k: int, seed: int) -> np.ndarray:
     larger drops its excess units at random, so that all members have m units)."""
     folds = StratifiedKFold(k, shuffle=True, random_state=sklearn_seed(seed))
     rest = [tr for tr, _ in folds.split(np.zeros(len(arms)), arms)]
-    m = min(len(r) for r in rest)
-    rng = np.random.default_rng(sklearn_seed(seed))
-    return np.stack([np.sort(rng.choice(r, m, replace=False)) if len(r) > m else r for r in rest])
+    return _common_size(rest, np.random.default_rng(sklearn_seed(seed)))
+
+
+def _common_size(unit_sets, rng) -> np.ndarray:
+    """The unit sets stacked as (K, m), m the smallest size: larger sets keep m units at random
+    (sorted)."""
+    m = min(len(r) for r in unit_sets)
+    return np.stack([np.sort(rng.choice(r, m, replace=False)) if len(r) > m else r
+                     for r in unit_sets])
 
 
 def out_of_fold(outputs: np.ndarray, members: FittedMembers) -> np.ndarray:
@@ -284,17 +290,20 @@ def out_of_fold(outputs: np.ndarray, members: FittedMembers) -> np.ndarray:
 
 
 def debias(est, fitted: FittedCFR, xw: np.ndarray, arms: np.ndarray, y: np.ndarray,
-           propensities: dict | None = None) -> FittedCFR:
+           propensities: dict | None = None, *, cross_fit: bool | None = None) -> FittedCFR:
     """Add the :class:`~dowhy_cfr.fitted.DebiasedStage` of the fitted units ``xw`` (raw), arms
     and outcomes to a summarised fit: cross-fitted propensities, AIPW ATE per arm, and the shift
     of the effects (``est.debias=None``: no propensities and no shift). Cross-fitted members
     (``est.cross_fit``) give each unit out-of-fold outcome predictions. ``propensities``: a dict
     shared by the fits of one call, so that datasets with the same units, treatments and seed
-    (e.g. the simulations of DoWhy's dummy-outcome refuter) cross-fit the propensity once."""
+    (e.g. the simulations of DoWhy's dummy-outcome refuter) cross-fit the propensity once.
+    ``cross_fit``: None follows ``est.cross_fit``; False uses in-sample predictions (bootstrap
+    replicas: all their members train on the replica's units)."""
     outputs = fitted.outputs(fitted.preprocessing.x(xw))
     mu_plugin = outputs.mean(0).T
     mu = mu_plugin
-    if est.cross_fit and fitted.members.train_rows is not None:
+    cross_fit = est.cross_fit if cross_fit is None else cross_fit
+    if cross_fit and fitted.members.train_rows is not None:
         oof = out_of_fold(outputs, fitted.members)
         mu = np.where(np.isnan(oof), mu_plugin, oof)
     n_x, n_arms = fitted.columns.n_x, fitted.encoding.n_arms
@@ -472,10 +481,8 @@ def _stacked_folds(arms_per_dataset, member_seeds, e: int) -> np.ndarray:
     """The cross-fitting units (K * e, m) of fit_stacked: dataset j's folds as its own fit draws
     them (:func:`cross_fit_rows`), cut to the smallest m of all datasets where they differ."""
     folds = [cross_fit_rows(a, e, member_seeds[j * e]) for j, a in enumerate(arms_per_dataset)]
-    m = min(f.shape[1] for f in folds)
-    rng = np.random.default_rng(sklearn_seed(member_seeds[0]))
-    return np.concatenate([f if f.shape[1] == m else np.stack(
-        [np.sort(rng.choice(r, m, replace=False)) for r in f]) for f in folds])
+    return _common_size([r for f in folds for r in f],
+                        np.random.default_rng(sklearn_seed(member_seeds[0])))
 
 
 def resample_within_arms(units: np.ndarray, arms: np.ndarray, rng) -> np.ndarray:
@@ -521,21 +528,6 @@ def bootstrap(est, Y, T, X, W, n_replicas: int, random_state) -> list[FittedCFR]
     for b in range(n_replicas):
         used = rows[b * e]
         replica = fitted.select(list(range(b * e, (b + 1) * e))).summarise(xw[used], est.model_final)
-        replicas.append(debias(_in_sample(est), replica, xw[used], arms[used], y[used]))
+        replicas.append(debias(est, replica, xw[used], arms[used], y[used], cross_fit=False))
     return replicas
 
-
-class _InSample:
-    """The estimator's parameters with ``cross_fit=False`` (bootstrap replicas debias in-sample:
-    their members all train on the replica's units)."""
-
-    def __init__(self, est):
-        self._est = est
-        self.cross_fit = False
-
-    def __getattr__(self, name):
-        return getattr(self._est, name)
-
-
-def _in_sample(est):
-    return _InSample(est) if getattr(est, "cross_fit", False) else est
