@@ -152,7 +152,7 @@ def default_propensity_models(random_state: int = 0) -> dict:
 
 def _out_of_fold(model, x, arms, splitter):
     with warnings.catch_warnings():
-        # scikit-learn >= 1.8 announces changes of LogisticRegressionCV's defaults
+        # scikit-learn >= 1.8 announces default changes (e.g. a user's LogisticRegressionCV)
         warnings.filterwarnings("ignore", category=FutureWarning, module="sklearn")
         return cross_val_predict(model, x, arms, cv=splitter, method="predict_proba")
 
