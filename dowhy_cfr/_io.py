@@ -125,7 +125,8 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
         arrays["final/tau"] = fitted.final.tau
     stage = fitted.debiased
     if stage is not None:
-        state["debiased"] = {"x_key": stage.x_key, "has_e": stage.e is not None}
+        state["debiased"] = {"x_key": stage.x_key, "has_e": stage.e is not None,
+                             "propensity_model": stage.propensity_model}
         for name in ("y", "arms", "mu", "mu_plugin", "e", "arm_shift", "final_shift"):
             if getattr(stage, name) is not None:
                 arrays[f"debiased/{name}"] = getattr(stage, name)
@@ -170,7 +171,7 @@ def _debiased(state, arrays):
         return None
     a = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("debiased/")}
     return DebiasedStage(a["y"], a["arms"], a["mu"], a["mu_plugin"], a.get("e"), spec["x_key"],
-                         a["arm_shift"], a["final_shift"])
+                         a["arm_shift"], a["final_shift"], spec.get("propensity_model"))
 
 
 def load(path):

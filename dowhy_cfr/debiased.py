@@ -116,10 +116,11 @@ class AverageEffect:
         return float(2 * norm.sf(abs(self.estimate - value) / self.stderr))
 
 
-def boosting_propensity_model(random_state: int = 0):
+def boosting_propensity_model(random_state: int | None = 0):
     """Histogram gradient boosting with trees of depth 3 (100 rounds, learning rate 0.1), with its
     own ``random_state`` (with None scikit-learn draws from numpy's global state, which would
-    change what DoWhy's refuter loops draw after a fit). Early stopping was tried: a better
+    change what DoWhy's refuter loops draw after a fit; :func:`cross_fit_propensity` seeds a model
+    left at None). Early stopping was tried: a better
     out-of-fold log-loss, but design A's AIPW ATE error doubled (``docs/debiased.md``)."""
     return HistGradientBoostingClassifier(max_depth=3, max_iter=100, learning_rate=0.1,
                                           random_state=random_state)
@@ -135,7 +136,7 @@ def logistic_propensity_model():
     return make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=1000))
 
 
-def default_propensity_models(random_state: int = 0) -> dict:
+def default_propensity_models(random_state: int | None = 0) -> dict:
     """The candidates of the default propensity (``model_propensity=None``): a logistic
     regression and depth-3 boosting; :func:`cross_fit_propensity` keeps the one with the lower
     out-of-fold log-loss.
@@ -165,7 +166,8 @@ def _seeded(model, seed: int):
 
 
 def cross_fit_propensity(model, x: np.ndarray, arms: np.ndarray, *, n_arms: int, cv: int = 5,
-                         random_state: int = 0, min_propensity: float = 0.01) -> np.ndarray:
+                         random_state: int = 0, min_propensity: float = 0.01,
+                         return_model: bool = False):
     """Out-of-fold propensities ``P(T = a | x_i)``, shape (n, n_arms), clipped at ``min_propensity``.
 
     Parameters
@@ -178,6 +180,12 @@ def cross_fit_propensity(model, x: np.ndarray, arms: np.ndarray, *, n_arms: int,
     n_arms : int
     cv : int, the number of ``StratifiedKFold`` folds (shuffled with ``random_state``)
     min_propensity : float, lower clip of every probability
+    return_model : bool, also return the model used: the name of the default candidate kept
+        (a key of :func:`default_propensity_models`), or the given model's class name
+
+    Returns
+    -------
+    proba : array (n, n_arms), or ``(proba, model)`` with ``return_model``
     """
     if model is not None and not hasattr(model, "predict_proba"):
         raise TypeError(f"model_propensity must be a classifier with predict_proba; got "
@@ -190,12 +198,16 @@ def cross_fit_propensity(model, x: np.ndarray, arms: np.ndarray, *, n_arms: int,
     seed = int(random_state) % (2**32 - 1)
     splitter = StratifiedKFold(folds, shuffle=True, random_state=seed)
     if model is not None:
-        proba = _out_of_fold(_seeded(clone(model), seed), x, arms, splitter)
+        name, proba = type(model).__name__, _out_of_fold(_seeded(clone(model), seed), x, arms,
+                                                         splitter)
     else:
-        candidates = [_out_of_fold(m, x, arms, splitter)
-                      for m in default_propensity_models(seed).values()]
-        proba = min(candidates, key=lambda p: log_loss(arms, p, labels=np.arange(n_arms)))
-    return np.clip(proba, min_propensity, 1.0)
+        candidates = {name: _out_of_fold(m, x, arms, splitter)
+                      for name, m in default_propensity_models(seed).items()}
+        name = min(candidates, key=lambda k: log_loss(arms, candidates[k],
+                                                      labels=np.arange(n_arms)))
+        proba = candidates[name]
+    proba = np.clip(proba, min_propensity, 1.0)
+    return (proba, name) if return_model else proba
 
 
 def aipw_terms(y, arms, mu, e, *, a1: int, a0: int, target: str):

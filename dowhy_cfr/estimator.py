@@ -80,10 +80,9 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
     batch_size : int
         Mini-batch size; batches always contain both arms. Clamped (with a warning) to the
         training split's size for small data.
-    n_iter : int
-        Maximum number of mini-batch steps.
-    val_fraction, eval_every : float, int
-        Share of units held out (stratified) for early stopping; steps between evaluations.
+    n_iter, val_fraction, eval_every : int, float, int
+        Maximum number of mini-batch steps; share of units held out (stratified) for early
+        stopping; steps between evaluations.
     patience : int or None
         Stop after this many evaluations without improvement of the validation objective; the
         best checkpoint is kept. None runs all ``n_iter`` steps (still keeping the best).
@@ -146,8 +145,9 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
         ``r_loss``, ``dr_loss``; mean over members, lower is better) and ``selected``; else None.
     model_final_ : list of fitted regressors or None
         The final-stage models, one per treated arm (only when W was given).
-    seeds_, loss_ : list of int, str
-        Seed of each ensemble member; the loss used ("mse" or "logloss").
+    seeds_, loss_, propensity_model_ : list of int, str, str or None
+        Seed of each ensemble member; the loss used ("mse" or "logloss"); the propensity model
+        used ("logistic" or "boosting" by default, else a class name; None with debias=None).
 
     Examples
     --------
@@ -191,6 +191,7 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
     config_ = _fitted("config", "config_ (the core configuration used)")
     alpha_ = _fitted("config.alpha", "alpha_ (the alpha used)")
     alpha_scores_ = _fitted("alpha_scores", "alpha_scores_ (the alpha candidates' scores)")
+    propensity_model_ = _fitted("debiased.propensity_model", "propensity_model_ (model used)")
     loss_ = _fitted("preprocessing.loss", "loss_ (the loss used)")
     model_final_ = _fitted("final.models", "model_final_ (the final-stage models)")
     n_features_in_ = _fitted("columns.n_features", "n_features_in_ (columns of X and W)")

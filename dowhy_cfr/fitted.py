@@ -341,7 +341,8 @@ class DebiasedStage:
     to the heads' potential outcomes: the AIPW estimate of ``E[Y(a)]`` minus the heads' mean over
     the fitted units, so that the mean effect over them is the AIPW ATE; ``shift`` is its
     difference to the control arm, and ``final_shift`` is added to ``model_final``'s effects for
-    the same purpose. All are zero when ``CFR(debias=None)``.
+    the same purpose. All are zero when ``CFR(debias=None)``. ``propensity_model`` names the
+    propensity model used (:func:`~dowhy_cfr.debiased.cross_fit_propensity`).
     """
 
     y: np.ndarray  # (n,)
@@ -352,6 +353,7 @@ class DebiasedStage:
     x_key: str  # fingerprint of the fitted units' X block
     arm_shift: np.ndarray  # (n_arms,)
     final_shift: np.ndarray  # (n_arms - 1,)
+    propensity_model: str | None = None  # None with debias=None
 
     @property
     def shift(self) -> np.ndarray:

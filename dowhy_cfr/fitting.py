@@ -316,9 +316,9 @@ def debias(est, fitted: FittedCFR, xw: np.ndarray, arms: np.ndarray, y: np.ndarr
     key = (fingerprint(xw), fingerprint(arms), fitted.members.seeds[0])
     if key not in propensities:
         propensities[key] = cross_fit_propensity(
-            est.model_propensity, xw, arms, n_arms=n_arms, cv=est.cv,
+            est.model_propensity, xw, arms, n_arms=n_arms, cv=est.cv, return_model=True,
             random_state=fitted.members.seeds[0], min_propensity=float(est.min_propensity))
-    stage.e = propensities[key]
+    stage.e, stage.propensity_model = propensities[key]
     onehot = arms[:, None] == np.arange(n_arms)
     arm_means = (mu + onehot * (y[:, None] - mu) / stage.e).mean(0)  # AIPW E[Y(a)]
     stage.arm_shift = arm_means - mu_plugin.mean(0)

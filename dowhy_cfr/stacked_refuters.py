@@ -45,8 +45,12 @@ initialisation with another -- and ``"original"`` for the others. See ``docs/ref
 ``steps``: ``"fitted"`` (default) trains every simulation for the number of steps the original
 fit's early stopping selected (its ``best_iteration_``), keeping the best validation checkpoint
 within them and skipping the patience tail -- on unchanged data this reproduces the original
-network; ``"early_stopping"`` runs the estimator's own schedule and stopping; an int, that many
-steps.
+network -- and cross-fits each simulation's propensities with the model family the original
+fit's default propensity kept (``propensity_model_``: the logistic regression or the boosting),
+instead of fitting both candidates again; ``"early_stopping"`` runs the estimator's own schedule,
+stopping and propensity selection (what DoWhy's loop runs); an int, that many steps (with the
+original's propensity family). Either way a simulation refits the alpha the original selected
+(``alpha_``, under ``alpha="auto"``).
 
 DoWhy's calls cannot carry these options; set them with :func:`stacking_options`, or call
 :func:`refute_stacked` (our own name) directly. ``n_jobs`` is ignored (the stack replaces
@@ -77,6 +81,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import clone
 
+from .debiased import default_propensity_models
 from .dowhy_adapter import CFREstimator
 
 __all__ = ["REFUTERS", "refute_stacked", "stacking_options", "dowhy_refuter", "is_cfr_estimate",
@@ -262,6 +267,8 @@ def _train_records(estimate, records, steps, seeds) -> tuple[list, int, dict]:
     params = {"n_ensemble": len(est.seeds_), "verbose": 0, **_step_budget(est, steps)}
     if isinstance(est.alpha, (str, list, tuple)):  # alpha="auto" or a grid: refit the choice
         params["alpha"] = est.alpha_
+    if steps != "early_stopping" and est.debias is not None and est.model_propensity is None:
+        params["model_propensity"] = default_propensity_models(None)[est.propensity_model_]
     template = clone(est).set_params(**params)
     seed_matrix = _seed_matrix(est, len(records), seeds)
     groups: dict = {}

@@ -9,7 +9,7 @@ from helpers import TINY, make_confounded
 from dowhy_cfr import CFR
 from dowhy_cfr.debiased import aipw_terms, average_effect, cross_fit_propensity
 from dowhy_cfr.fitting import cross_fit_rows
-from sklearn.linear_model import LinearRegression
+from sklearn.linear_model import LinearRegression, LogisticRegression
 
 # a tiny example: 3 treated and 3 control units, outcome predictions and propensities by hand
 Y6 = np.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0])
@@ -95,6 +95,23 @@ def test_cross_fit_propensity_is_out_of_fold_and_clipped():
     assert np.mean(e[np.arange(300), arms] > 0.5) > 0.9  # informative
     with pytest.raises(TypeError, match="predict_proba"):
         cross_fit_propensity(LinearRegression(), x, arms, n_arms=2)
+
+
+def test_cross_fit_propensity_names_the_model_it_kept():
+    """The default keeps the candidate with the lower out-of-fold log-loss and says which: on a
+    propensity that is logistic in x the logistic model, on a checkerboard the boosting."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(600, 2))
+    logistic = rng.random(600) < 1 / (1 + np.exp(-x[:, 0]))
+    checker = rng.random(600) < np.where(x[:, 0] * x[:, 1] > 0, 0.9, 0.1)
+    for arms, kept in ((logistic, "logistic"), (checker, "boosting")):
+        e, name = cross_fit_propensity(None, x, arms.astype(int), n_arms=2, return_model=True)
+        assert name == kept
+        np.testing.assert_array_equal(e, cross_fit_propensity(None, x, arms.astype(int),
+                                                              n_arms=2))
+    _, name = cross_fit_propensity(LogisticRegression(), x, logistic.astype(int), n_arms=2,
+                                   return_model=True)
+    assert name == "LogisticRegression"
 
 
 def test_cross_fit_rows_leave_one_fold_out():
@@ -221,6 +238,9 @@ def test_saved_model_keeps_debiased_stage(tmp_path, fitted_pair):
     assert loaded.ate() == est.ate()
     assert loaded.ate_interval() == pytest.approx(est.ate_interval())
     assert loaded.average_effect("atc").estimate == est.average_effect("atc").estimate
+    assert loaded.propensity_model_ == est.propensity_model_ in ("logistic", "boosting")
+    _, X, T, Y, _ = fitted_pair
+    assert CFR(**TINY, debias=None).fit(Y, T, X=X).propensity_model_ is None
 
 
 def test_dowhy_confidence_intervals_need_no_configuration():

@@ -166,6 +166,25 @@ def test_dummy_outcome_with_an_estimator_transformation():
     assert out[True][0].stacking["simulations"] == 2 * SIMS
 
 
+@pytest.mark.parametrize("steps, fits_both", [("fitted", False), ("early_stopping", True)])
+def test_simulations_refit_the_original_propensity_family(setup, steps, fits_both, monkeypatch):
+    """steps="fitted" (default): every simulation cross-fits the propensity with the family the
+    original kept, not both candidates again; "early_stopping" selects anew, as DoWhy's loop."""
+    from dowhy_cfr import debiased
+
+    _, model, estimand, estimate = setup
+    kept = estimate.estimator.estimator.propensity_model_
+    assert kept in ("logistic", "boosting")
+    selections = []
+    original = debiased.default_propensity_models
+    monkeypatch.setattr(debiased, "default_propensity_models",
+                        lambda *a, **k: selections.append(1) or original(*a, **k))
+    with sr.stacking_options(steps=steps):
+        res = _refute(model, estimand, estimate, "placebo_treatment_refuter")
+    assert len(selections) == (SIMS if fits_both else 0)
+    assert res.stacking["simulations"] == SIMS and np.all(np.isfinite(res.stacking["estimates"]))
+
+
 def _refute_all(model, estimand, estimate, name, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
