@@ -72,7 +72,7 @@ from sklearn.preprocessing import StandardScaler
 
 __all__ = ["TARGETS", "AverageEffect", "default_propensity_models", "logistic_propensity_model",
            "boosting_propensity_model", "cross_fit_propensity",
-           "aipw_terms", "average_effect", "plugin_effect"]
+           "aipw_potential_outcomes", "aipw_terms", "average_effect", "plugin_effect"]
 
 #: The average effects with a doubly robust estimator: all units, the units at the treatment
 #: arm ("att") and the units at the control arm ("atc").
@@ -210,6 +210,14 @@ def cross_fit_propensity(model, x: np.ndarray, arms: np.ndarray, *, n_arms: int,
     return (proba, name) if return_model else proba
 
 
+def aipw_potential_outcomes(y, arms, mu, e) -> np.ndarray:
+    r"""Per unit and arm, :math:`\psi_{ia} = \hat\mu_a(x_i) + 1[t_i = a](y_i - \hat\mu_a(x_i)) /
+    \hat e_a(x_i)`, shape (n, n_arms): its mean over units is the AIPW estimate of
+    :math:`E[Y(a)]`, and :math:`\psi_{i a_1} - \psi_{i a_0}` the ATE term of :func:`aipw_terms`."""
+    onehot = np.asarray(arms)[:, None] == np.arange(mu.shape[1])
+    return mu + onehot * (np.asarray(y)[:, None] - mu) / e
+
+
 def aipw_terms(y, arms, mu, e, *, a1: int, a0: int, target: str):
     """Per-unit terms ``(a_i, b_i)`` with ``theta = mean(a) / mean(b)`` (module docstring).
 
@@ -223,7 +231,8 @@ def aipw_terms(y, arms, mu, e, *, a1: int, a0: int, target: str):
     t1, t0 = (arms == a1).astype(float), (arms == a0).astype(float)
     r1, r0 = y - mu[:, a1], y - mu[:, a0]
     if target == "ate":
-        a = mu[:, a1] - mu[:, a0] + t1 * r1 / e[:, a1] - t0 * r0 / e[:, a0]
+        psi = aipw_potential_outcomes(y, arms, mu, e)
+        a = psi[:, a1] - psi[:, a0]
         return a, np.ones_like(a)
     if target == "att":
         return t1 * r0 - t0 * e[:, a1] / e[:, a0] * r0, t1

@@ -24,7 +24,7 @@ from threadpoolctl import threadpool_limits
 
 from . import _validation as V
 from .core import ALPHA_GRID, CFRConfig, TrainingDivergedError, train_cfr
-from .debiased import cross_fit_propensity
+from .debiased import aipw_potential_outcomes, cross_fit_propensity
 from .fitted import (Columns, DebiasedStage, FittedCFR, FittedMembers, Preprocessing,
                      encode_treatment, fingerprint, plain, sklearn_seed)
 from .metrics import SELECTION_CRITERIA, cross_fit_nuisances, selection_scores
@@ -344,8 +344,7 @@ def debias(est, fitted: FittedCFR, xw: np.ndarray, arms: np.ndarray, y: np.ndarr
                 est.model_propensity, xw, arms, n_arms=n_arms, cv=est.cv, return_model=True,
                 random_state=fitted.members.seeds[0], min_propensity=float(est.min_propensity))
     stage.e, stage.propensity_model = propensities[key]
-    onehot = arms[:, None] == np.arange(n_arms)
-    arm_means = (mu + onehot * (y[:, None] - mu) / stage.e).mean(0)  # AIPW E[Y(a)]
+    arm_means = aipw_potential_outcomes(y, arms, mu, stage.e).mean(0)  # AIPW E[Y(a)]
     stage.arm_shift = arm_means - mu_plugin.mean(0)
     theta = arm_means[1:] - arm_means[0]
     if fitted.final is not None:
