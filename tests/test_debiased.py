@@ -278,6 +278,31 @@ def test_a_fit_leaves_numpys_global_random_state_alone():
     np.testing.assert_array_equal(np.random.rand(3), expected)
 
 
+def test_a_fit_leaves_the_callers_thread_settings_alone():
+    """The propensity is cross-fitted on one thread (fitting.one_thread); the caller's torch,
+    BLAS and OpenMP thread counts come back afterwards, also when the cross-fit raises."""
+    import torch
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from dowhy_cfr.fitting import one_thread
+
+    def settings():
+        return torch.get_num_threads(), sorted((i["internal_api"], i["filepath"], i["num_threads"])
+                                               for i in threadpool_info())
+
+    X, T, Y, _ = make_confounded(n=200, d=3, seed=4)
+    with threadpool_limits(2):
+        torch.set_num_threads(2)
+        before = settings()
+        CFR(**TINY).fit(Y, T, X=X)
+        assert settings() == before
+        with pytest.raises(RuntimeError, match="inside"):
+            with one_thread():
+                assert torch.get_num_threads() == 1
+                raise RuntimeError("inside")
+        assert settings() == before
+
+
 def test_fit_stacked_with_cross_fit_gives_each_datasets_own_fit():
     X, T, Y, _ = make_confounded(n=200, d=3, seed=5)
     Y2 = Y + np.random.default_rng(2).normal(size=len(Y))
