@@ -10,7 +10,6 @@ training (:mod:`dowhy_cfr.streaming`, :mod:`dowhy_cfr.distributed`) reuse the he
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import sys
 import warnings
@@ -20,7 +19,6 @@ import pandas as pd
 import torch
 from sklearn.model_selection import StratifiedKFold, train_test_split
 from sklearn.utils import check_random_state
-from threadpoolctl import threadpool_limits
 
 from . import _validation as V
 from .core import ALPHA_GRID, CFRConfig, TrainingDivergedError, train_cfr
@@ -32,34 +30,12 @@ from .metrics import SELECTION_CRITERIA, cross_fit_nuisances, selection_scores
 __all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "config_from", "alpha_grid", "resolve_device",
            "draw_seeds", "show_progress", "check_n_ensemble", "resolve_loss", "check_fit_inputs",
            "split", "train", "fit", "select_alpha", "fit_stacked", "bootstrap", "check_debias",
-           "cross_fit_rows", "out_of_fold", "debias", "one_thread"]
+           "cross_fit_rows", "out_of_fold", "debias"]
 
 #: The estimator parameters that are fields of the core's :class:`~dowhy_cfr.core.CFRConfig`
 #: (``loss`` is resolved from the data; ``max_eval_units`` keeps the core's default).
 CONFIG_FIELDS = tuple(f for f in CFRConfig.__dataclass_fields__ if f not in ("loss", "max_eval_units"))
 _SEED_HIGH = 2**31 - 1
-
-
-#: Up to this many units the propensity models are fitted on one thread: on 2 cores the default
-#: cross-fit took 0.24 s on one thread against 0.46 s on two at IHDP size (747 units) and 0.40 s
-#: against 0.56 s at 2,000 units (``docs/debiased.md``).
-ONE_THREAD_PROPENSITY_UNITS = 10_000
-
-
-@contextlib.contextmanager
-def one_thread(active: bool = True):
-    """Within the block, torch, BLAS and OpenMP (scikit-learn's boosting) use one thread each;
-    the previous settings come back after it. For work too small to gain from a second thread."""
-    if not active:
-        yield
-        return
-    before = torch.get_num_threads()
-    with threadpool_limits(1):
-        torch.set_num_threads(1)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(before)
 
 
 #: The criterion ``alpha="auto"`` selects by (see ``docs/parameters.md``, "Choosing alpha
@@ -339,10 +315,9 @@ def debias(est, fitted: FittedCFR, xw: np.ndarray, arms: np.ndarray, y: np.ndarr
     propensities = {} if propensities is None else propensities
     key = (fingerprint(xw), fingerprint(arms), fitted.members.seeds[0])
     if key not in propensities:
-        with one_thread(len(xw) <= ONE_THREAD_PROPENSITY_UNITS):
-            propensities[key] = cross_fit_propensity(
-                est.model_propensity, xw, arms, n_arms=n_arms, cv=est.cv, return_model=True,
-                random_state=fitted.members.seeds[0], min_propensity=float(est.min_propensity))
+        propensities[key] = cross_fit_propensity(
+            est.model_propensity, xw, arms, n_arms=n_arms, cv=est.cv, return_model=True,
+            random_state=fitted.members.seeds[0], min_propensity=float(est.min_propensity))
     stage.e, stage.propensity_model = propensities[key]
     arm_means = aipw_potential_outcomes(y, arms, mu, stage.e).mean(0)  # AIPW E[Y(a)]
     stage.arm_shift = arm_means - mu_plugin.mean(0)

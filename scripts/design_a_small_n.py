@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import torch
 from sklearn.metrics import log_loss
-from sklearn.model_selection import StratifiedKFold
+from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
 from dowhy_cfr import CFR
 from dowhy_cfr.datasets.synthetic import DESIGNS, simulate
@@ -33,11 +33,8 @@ def main(design: str = "A", n: int = 500, k: int = 16) -> None:
         stage, truth = est.fitted_.debiased, float(np.mean(d.tau))
         fold_seed = int(est.seeds_[0]) % (2**32 - 1)  # the estimator's folds
         folds = StratifiedKFold(5, shuffle=True, random_state=fold_seed)
-        e = {name: np.zeros((n, 2)) for name in ("logistic", "boosting")}
-        for name, model in default_propensity_models(fold_seed).items():
-            for fit_rows, pred_rows in folds.split(x, d.t):
-                e[name][pred_rows] = model.fit(x[fit_rows], d.t[fit_rows]).predict_proba(
-                    x[pred_rows])
+        e = {name: cross_val_predict(model, x, d.t, cv=folds, method="predict_proba")
+             for name, model in default_propensity_models(fold_seed).items()}
         e["average"] = (e["logistic"] + e["boosting"]) / 2
         best = min(e, key=lambda name: log_loss(d.t, e[name]))
         e["lowest log-loss of 3"] = e[best]

@@ -279,12 +279,15 @@ def test_a_fit_leaves_numpys_global_random_state_alone():
 
 
 def test_a_fit_leaves_the_callers_thread_settings_alone():
-    """The propensity is cross-fitted on one thread (fitting.one_thread); the caller's torch,
-    BLAS and OpenMP thread counts come back afterwards, also when the cross-fit raises."""
+    """The propensity is cross-fitted on one BLAS/OpenMP thread (small data); the caller's
+    torch, BLAS and OpenMP thread counts come back afterwards, also when the cross-fit raises."""
     import torch
+    from sklearn.linear_model import LogisticRegression
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from dowhy_cfr.fitting import one_thread
+    class Failing(LogisticRegression):
+        def fit(self, *args, **kwargs):
+            raise RuntimeError("inside")
 
     def settings():
         return torch.get_num_threads(), sorted((i["internal_api"], i["filepath"], i["num_threads"])
@@ -292,14 +295,11 @@ def test_a_fit_leaves_the_callers_thread_settings_alone():
 
     X, T, Y, _ = make_confounded(n=200, d=3, seed=4)
     with threadpool_limits(2):
-        torch.set_num_threads(2)
         before = settings()
         CFR(**TINY).fit(Y, T, X=X)
         assert settings() == before
         with pytest.raises(RuntimeError, match="inside"):
-            with one_thread():
-                assert torch.get_num_threads() == 1
-                raise RuntimeError("inside")
+            cross_fit_propensity(Failing(), X, T.astype(int), n_arms=2)
         assert settings() == before
 
 
