@@ -249,3 +249,41 @@ def test_block_form_equals_the_masked_form(ipm):
     blocks = imbalance_blocks(phi_t, phi_c, ipm=ipm, rbf_sigma=1.0)
     assert blocks.shape == (3,)
     torch.testing.assert_close(blocks, masked, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backprop", [True, False])
+@pytest.mark.parametrize("ipm", ["wass", "wass2"])
+def test_block_sinkhorn_gradient_equals_autograd_through_the_iterations(ipm, backprop):
+    """The hand-written backward of the block Sinkhorn (``SinkhornDistance``) against autograd
+    through the unrolled iterations of the masked form, in float64."""
+    g = torch.Generator().manual_seed(22)
+    phi = torch.randn(3, 30, 5, generator=g, dtype=torch.float64)
+    weights = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)  # a different grad per model
+    t = torch.tensor([1] * 8 + [0] * 22).expand(3, -1)
+    masked_phi = phi.clone().requires_grad_(True)
+    (imbalance(masked_phi, t, ipm=ipm, wass_backprop=backprop) * weights).sum().backward()
+    block_phi = phi.clone().requires_grad_(True)
+    (imbalance_blocks(block_phi[:, :8], block_phi[:, 8:], ipm=ipm, wass_backprop=backprop)
+     * weights).sum().backward()
+    torch.testing.assert_close(block_phi.grad, masked_phi.grad, rtol=1e-9, atol=1e-12)
+
+
+def test_block_sinkhorn_passes_gradcheck():
+    from dowhy_cfr.core.ipm import SinkhornDistance
+
+    g = torch.Generator().manual_seed(23)
+    cost = torch.rand(2, 4, 6, generator=g, dtype=torch.float64).requires_grad_(True)
+    lam = torch.tensor([[[7.0]], [[12.0]]], dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda c: SinkhornDistance.apply(c, lam, 5, True), (cost,))
+
+
+def test_block_sinkhorn_gradient_stays_finite_with_an_outlying_control_unit():
+    g = torch.Generator().manual_seed(14)
+    phi_t = torch.randn(1, 20, 8, generator=g)
+    phi_c = torch.randn(1, 20, 8, generator=g)
+    phi_c[0, -1] += 50.0
+    phi_c.requires_grad_(True)
+    w = imbalance_blocks(phi_t, phi_c)
+    w.sum().backward()
+    assert torch.isfinite(w).all() and torch.isfinite(phi_c.grad).all()
+    assert float(phi_c.grad.abs().sum()) > 0
