@@ -9,7 +9,11 @@ counterfactuals:
 * continuous outcomes: the nearest-neighbour PEHE surrogate (:func:`dowhy_cfr.metrics.nn_pehe`,
   supplement C.1), neighbours looked up among the training and validation units;
 * binary outcomes: the policy risk on the validation units (:func:`dowhy_cfr.metrics.policy_risk`),
-  restricted to the randomized units when ``e`` is given (Jobs).
+  restricted to the randomized units when ``e`` is given (Jobs);
+* on request, for either: the R-loss of Nie & Wager (2021) (:func:`dowhy_cfr.metrics.r_loss`) or
+  the doubly robust pseudo-outcome loss (:func:`dowhy_cfr.metrics.dr_loss`), with nuisance models
+  cross-fitted once on the training and validation units
+  (:func:`dowhy_cfr.metrics.cross_fit_nuisances`).
 
 Test units are never passed in: the function only receives index arrays of the training and
 validation units and reads no other rows of ``X``, ``Y``, ``T`` or ``e``.
@@ -42,7 +46,7 @@ from . import _validation as V
 from .core import CFRConfig, TrainingDivergedError, predict, train_cfr
 from .fitted import Preprocessing, plain
 from .fitting import CONFIG_FIELDS, draw_seeds
-from .metrics import nn_pehe, policy_risk
+from .metrics import cross_fit_nuisances, dr_loss, nn_pehe, policy_risk, r_loss
 
 __all__ = ["PAPER_SPACE", "DEFAULT_SPACE", "SearchResult", "random_search"]
 
@@ -59,6 +63,7 @@ PAPER_SPACE: dict[str, list] = {
 DEFAULT_SPACE: dict[str, list] = dict(PAPER_SPACE, alpha=[10 ** (k / 2) for k in range(-10, 3)])
 
 _PER_MODEL = ("alpha", "weight_decay")  # may differ within one stacked pass
+METRICS = ("nn_pehe", "policy_risk", "r_loss", "dr_loss")  # the criteria, lower is better
 
 
 @dataclass
@@ -166,8 +171,11 @@ def random_search(
         in one stacked pass.
     fixed : dict, optional
         Other :class:`~dowhy_cfr.CFR` parameters, e.g. ``{"ipm": "mmd2_lin", "n_iter": 1000}``.
-    metric : {"auto", "nn_pehe", "policy_risk"}, default "auto"
+    metric : {"auto", "nn_pehe", "policy_risk", "r_loss", "dr_loss"}, default "auto"
         Selection criterion; "auto" uses policy risk for 0/1 outcomes and nn-PEHE otherwise.
+        ``"r_loss"`` and ``"dr_loss"`` first cross-fit the nuisance models (propensity, outcome
+        regressions; :func:`dowhy_cfr.metrics.cross_fit_nuisances`) on the training and
+        validation units, once for all candidates.
     refit : bool, default True
         Refit the best configuration on ``train`` + ``val`` with :class:`~dowhy_cfr.CFR`.
     random_state : int, optional
@@ -199,9 +207,9 @@ def random_search(
     binary = bool(np.isin(y, (0.0, 1.0)).all()) and np.unique(y).size == 2
     if metric == "auto":
         metric = "policy_risk" if binary else "nn_pehe"
-    if metric not in ("nn_pehe", "policy_risk"):
-        raise ValueError(f"metric={metric!r} is invalid: choose 'auto', 'nn_pehe' or "
-                         f"'policy_risk'")
+    if metric not in METRICS:
+        raise ValueError(f"metric={metric!r} is invalid: choose 'auto' or one of "
+                         f"{', '.join(map(repr, METRICS))}")
     fixed = dict(fixed or {})
     space = dict(DEFAULT_SPACE if space is None else space)
     base_params = CFR(**fixed).get_params()
@@ -218,6 +226,7 @@ def random_search(
     data = (pre.x_tensor(x), torch.as_tensor(t, dtype=torch.long),
             torch.as_tensor(pre.y(y)[0], dtype=torch.float32))
     positions = (np.arange(train.size), np.arange(train.size, x.shape[0]))
+    score = _scorer(metric, x, y, t, positions[1], e_val, random_state)
     base = {f: base_params[f] for f in CONFIG_FIELDS if f in base_params}
     rows, sampled = [], []  # per candidate: result row, sampled hyper-parameters
     for g, (arch, members) in enumerate(_progress(groups, progress)):
@@ -234,8 +243,7 @@ def random_search(
             if taus is None or not np.isfinite(taus[j]).all():
                 row.update(score=np.inf, best_step=-1)
             else:
-                row.update(score=_score(metric, taus[j], x, y, t, positions[1], e_val),
-                           best_step=int(best[j]))
+                row.update(score=score(taus[j]), best_step=int(best[j]))
             rows.append(row)
 
     results = pd.DataFrame(rows).sort_values("score", kind="stable").reset_index(drop=True)
@@ -313,8 +321,17 @@ def _train_group(data, positions, pre, config, members, rng):
     return mu[:, 1] - mu[:, 0], res.best_step
 
 
-def _score(metric, tau, x, y, t, va_pos, e_val) -> float:
+def _scorer(metric, x, y, t, va_pos, e_val, random_state):
+    """The criterion as a function of a candidate's effects on the validation units."""
     if metric == "nn_pehe":
         # supplement C.1: neighbours (raw covariates) among the training + validation units
-        return nn_pehe(tau, x[va_pos], y[va_pos], t[va_pos], x_ref=x, y_ref=y, t_ref=t)
-    return policy_risk(tau, y[va_pos], t[va_pos], e_val)
+        return lambda tau: nn_pehe(tau, x[va_pos], y[va_pos], t[va_pos], x_ref=x, y_ref=y,
+                                   t_ref=t)
+    if metric == "policy_risk":
+        return lambda tau: policy_risk(tau, y[va_pos], t[va_pos], e_val)
+    seed = None if random_state is None else int(random_state) % (2**32 - 1)
+    e, m, mu0, mu1 = (v[va_pos] for v in cross_fit_nuisances(x, y, t, random_state=seed))
+    yv, tv = y[va_pos], t[va_pos]
+    if metric == "r_loss":
+        return lambda tau: r_loss(tau, yv, tv, m, e)
+    return lambda tau: dr_loss(tau, yv, tv, e, mu0, mu1)

@@ -99,3 +99,24 @@ def test_search_spaces():
     assert len(PAPER_SPACE["alpha"]) == 17
     assert max(DEFAULT_SPACE["alpha"]) == pytest.approx(10.0)
     assert PAPER_SPACE["rep_dim"] == [20, 50, 100, 200]
+
+
+@pytest.mark.parametrize("metric", ["r_loss", "dr_loss"])
+def test_r_loss_and_dr_loss_prefer_a_trained_candidate_and_read_no_test_unit(metric):
+    """A candidate stopped after one step (effects ~0) against trained ones, on data with
+    effects 1 + x1: both orthogonal criteria must rank a trained candidate first, with nuisance
+    models cross-fitted on the training and validation units only (test rows are poisoned)."""
+    X, T, Y, train, val, test = _data(n=400, seed=3)
+    train, val = np.concatenate([train, test[:100]]), val
+    X1, Y1 = X.copy(), Y.copy()
+    X1[test[100:]], Y1[test[100:]] = np.nan, np.nan
+    space = {"n_iter": [1, 300], "rep_dim": [16], "n_rep_layers": [1], "n_head_layers": [1],
+             "head_dim": [8], "batch_size": [64], "alpha": [0.01]}
+    res = random_search(4, Y1, T, X1, train=train, val=val, space=space, per_architecture=1,
+                        fixed=dict(eval_every=10, verbose=0), metric=metric, refit=False,
+                        random_state=0)
+    assert res.metric == metric and np.isfinite(res.results["score"]).all()
+    assert set(res.results["n_iter"]) == {1, 300}
+    assert res.best_params["n_iter"] == 300
+    worst_trained = res.results.loc[res.results["n_iter"] == 300, "score"].max()
+    assert worst_trained < res.results.loc[res.results["n_iter"] == 1, "score"].min()
