@@ -309,3 +309,28 @@ def test_weight_penalty_is_half_the_squared_norm_with_gradient_w():
     assert torch.equal(net.weight_penalty()[0], CFRNet(4, [1], n_rep_layers=1, rep_dim=8,
                                                        n_head_layers=1,
                                                        head_dim=8).weight_penalty()[0])
+
+
+@pytest.mark.parametrize("ipm", ["wass", "mmd2_rbf"])
+def test_validation_imbalance_on_arm_blocks_equals_the_masked_ipm(ipm):
+    """The recorded validation IPM (arm blocks, models grouped by their arm counts) equals the
+    masked IPM of each model's validation representations, for models whose validation splits
+    have different arm counts."""
+    from dowhy_cfr.core.objective import arm_imbalance
+
+    x, t, y, _, _ = _data(n=240, seed=5)
+    g = torch.Generator().manual_seed(6)
+    perms = torch.stack([torch.randperm(240, generator=g) for _ in range(3)])
+    train_idx, val_idx = perms[:, :160], perms[:, 160:]
+    config = CFRConfig(**{**SMALL, "n_iter": 10, "eval_every": 10}, patience=None, ipm=ipm,
+                       rbf_sigma=1.0)
+    res = train_cfr(x, t, y, train_idx=train_idx, val_idx=val_idx, config=config,
+                    seeds=[0, 1, 2])
+    counts = {int((t[v] == 1).sum()) for v in val_idx}
+    assert len(counts) > 1  # the groups differ
+    assert list(res.best_step) == [10, 10, 10]
+    recorded = torch.as_tensor(res.history["val_imbalance"][-1], dtype=torch.float32)
+    for k in range(3):
+        _, phi = predict(res.net.select([k]), x[val_idx[k]], representation=True)
+        masked = arm_imbalance(phi, t[val_idx[k]].unsqueeze(0), 2, config.ipm_kwargs())
+        torch.testing.assert_close(recorded[k], masked[0], rtol=1e-5, atol=1e-7)
