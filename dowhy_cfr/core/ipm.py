@@ -38,6 +38,7 @@ from .elementwise import per_model
 
 __all__ = [
     "IPM_NAMES",
+    "SinkhornDistance",
     "imbalance",
     "imbalance_blocks",
     "mmd2_lin",
@@ -284,8 +285,9 @@ class SinkhornDistance(torch.autograd.Function):
         # u = a / s and v = b / r (a = 1/n_t, b = 1/n_c): du/ds = -n_t u^2, dv/dr = -n_c v^2
         du_ds = u_all.square().mul_(-n_t).split(1, 2)
         dv_dr = v_all.square().mul_(-n_c).split(1, 1)
-        g_kp = g * cost * kernel  # dW/dT = M, and T = diag(u_L) K diag(v_L)
-        g_kernel = g * cost * us[-1] * vs[-1]
+        g_plan = g * cost  # dW/dT = M, and T = diag(u_L) K diag(v_L)
+        g_kp = g_plan * kernel
+        g_kernel = g_plan * us[-1] * vs[-1]
         g_u_plan = (g_kp * vs[-1]).sum(2, keepdim=True)
         g_v = (g_kp * us[-1]).sum(1, keepdim=True)
         g_rs, g_ss = [], []  # dK = sum_i u_i g(r_i)^T + g(s_i) v_{i-1}^T
