@@ -44,7 +44,7 @@ import torch
 
 from . import _validation as V
 from .core import CFRConfig, TrainingDivergedError, predict, train_cfr
-from .fitted import Preprocessing, plain
+from .fitted import Preprocessing, plain, sklearn_seed
 from .fitting import CONFIG_FIELDS, draw_seeds
 from .metrics import cross_fit_nuisances, dr_loss, nn_pehe, policy_risk, r_loss
 
@@ -329,7 +329,7 @@ def _scorer(metric, x, y, t, va_pos, e_val, random_state):
                                    t_ref=t)
     if metric == "policy_risk":
         return lambda tau: policy_risk(tau, y[va_pos], t[va_pos], e_val)
-    seed = None if random_state is None else int(random_state) % (2**32 - 1)
+    seed = None if random_state is None else sklearn_seed(random_state)
     e, m, mu0, mu1 = (v[va_pos] for v in cross_fit_nuisances(x, y, t, random_state=seed))
     yv, tv = y[va_pos], t[va_pos]
     if metric == "r_loss":

@@ -269,7 +269,7 @@ class SinkhornDistance(torch.autograd.Function):
             us.append(torch.div(a, (kernel * vs[-1]).sum(2, keepdim=True)))
             vs.append(torch.div(b, (kernel * us[-1]).sum(1, keepdim=True)))
         plan = us[-1] * kernel * vs[-1]
-        ctx.backprop, ctx.sizes = backprop, (n_t, n_c)
+        ctx.backprop = backprop
         ctx.save_for_backward(cost, eff_lam, kernel, plan, exponent >= floor, torch.cat(us, 2),
                               torch.cat(vs, 1))
         return (plan * cost).sum((1, 2))
@@ -280,7 +280,7 @@ class SinkhornDistance(torch.autograd.Function):
         g = grad.view(-1, 1, 1)
         if not ctx.backprop:
             return g * plan, None, None, None
-        n_t, n_c = ctx.sizes
+        n_t, n_c = cost.shape[1], cost.shape[2]
         us, vs = u_all.split(1, 2), v_all.split(1, 1)
         # u = a / s and v = b / r (a = 1/n_t, b = 1/n_c): du/ds = -n_t u^2, dv/dr = -n_c v^2
         du_ds = u_all.square().mul_(-n_t).split(1, 2)

@@ -221,7 +221,7 @@ class StackedRun:
 
     def _train_shares(self, train_idx):
         t_train = self.take(self.t, train_idx)
-        counts = torch.stack([(t_train == a).sum(1) for a in range(self.n_arms)], dim=1)
+        counts = _arm_totals(t_train, self.n_arms)
         if bool((counts == 0).any()):
             raise ValueError("every model's training split must contain every treatment arm")
         return counts.to(self.x.dtype) / t_train.shape[1]  # (K, n_arms): u and 1-u
@@ -293,7 +293,7 @@ class StackedRun:
         block instead of the whole masked (n x n) matrix: a sixth of the work at 20% treated)."""
         order = torch.argsort(arms, dim=1, stable=True)
         phi = phi.gather(1, order.unsqueeze(-1).expand(-1, -1, phi.shape[-1]))
-        counts = torch.stack([(arms == a).sum(1) for a in range(self.n_arms)], 1).cpu().numpy()
+        counts = _arm_totals(arms, self.n_arms).cpu().numpy()
         return self._per_group(phi, self._block_imbalance,
                                arm_count_groups(counts, phi.device))
 
@@ -398,6 +398,11 @@ def arm_count_groups(counts: np.ndarray, device) -> tuple[list, torch.Tensor]:
                 [int(c) for c in row]) for g, row in enumerate(uniq)]
     order = np.concatenate([np.flatnonzero(inverse == g) for g in range(len(uniq))])
     return members, torch.as_tensor(np.argsort(order), device=device)
+
+
+def _arm_totals(arms: torch.Tensor, n_arms: int) -> torch.Tensor:
+    """Units of each arm in each model's rows: (K, m) arm indices -> (K, n_arms)."""
+    return torch.stack([(arms == a).sum(1) for a in range(n_arms)], dim=1)
 
 
 def _per_model(values, default, k, dtype, device, name):
