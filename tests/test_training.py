@@ -117,27 +117,41 @@ def test_factual_heads_equal_the_factual_entries_of_all_heads():
     net3 = CFRNet(4, [1, 2], n_arms=3, n_rep_layers=1, rep_dim=8, n_head_layers=1, head_dim=8)
     t3 = torch.tensor([[0] * 5 + [1] * 3 + [2] * 2] * 2)
     phi3, out3 = net3(x)
-    one = net3.factual_heads(phi3[1:].split([5, 3, 2], 1), torch.tensor([1]))
+    one = net3.factual_heads(phi3[1:].split([5, 3, 2], 1), net3.select_heads(torch.tensor([1])))
     assert torch.allclose(one, factual(out3, t3)[1:], atol=1e-6)
+    # ... or as the second of two consecutive ranges of the stack (views, not copies)
+    view = net3.factual_heads(phi3[1:].split([5, 3, 2], 1), net3.split_heads([1, 1])[1])
+    assert torch.equal(view, one)
 
 
 @pytest.mark.parametrize("ipm", ["wass", "mmd2_rbf"])
 def test_stacked_models_with_other_arm_counts_equal_separate_fits(ipm):
     """Models whose batches hold other arm counts (other treated shares) form their own groups
-    in the stack; each still computes exactly what it computes alone."""
-    data = [_data(seed=s) for s in (0, 3)]
+    in the stack; each still computes exactly what it computes alone. The stack trains with
+    equal counts next to each other (here models 0, 2, 1) and returns everything in the
+    caller's order: networks, best steps, history, and the model indices of the reports."""
+    data = [_data(seed=s) for s in (0, 3, 0)]
     x, t, y = (torch.stack([d[i] for d in data]) for i in range(3))
-    t[1, :60] = 1  # model 1: a much larger treated share -> other counts
+    t[1, :60] = 0  # model 1: a much smaller treated share -> other counts
+    y[2] = y[2] + 0.5  # model 2: the arms of model 0, another outcome
     tr, va = data[0][3], data[0][4]
     cfg = CFRConfig(alpha=0.5, ipm=ipm, rbf_sigma=1.0,
-                    **{**SMALL, "n_iter": 200, "learning_rate": 3e-3, "patience": None})
-    stacked = train_cfr(x, t, y, train_idx=tr.expand(2, -1), val_idx=va.expand(2, -1),
-                        config=cfg, seeds=[5, 6], per_model_data=True)
+                    **{**SMALL, "n_iter": 200, "learning_rate": 3e-3, "patience": 2})
+    seeds = [5, 6, 7]
+    reports = []
+    stacked = train_cfr(x, t, y, train_idx=tr.expand(3, -1), val_idx=va.expand(3, -1),
+                        config=cfg, seeds=seeds, per_model_data=True,
+                        progress=lambda step, info: reports.append(info["models"].tolist()))
+    assert reports[0] == [0, 2, 1]  # trained in stack order, reported as the caller's indices
     out = predict(stacked.net, x[0])
-    for k, s in enumerate((5, 6)):
+    for k, s in enumerate(seeds):
         single = train_cfr(x[k : k + 1], t[k : k + 1], y[k : k + 1], train_idx=tr[None],
                            val_idx=va[None], config=cfg, seeds=[s], per_model_data=True)
         assert torch.equal(predict(single.net, x[0])[0], out[k])
+        assert single.best_step[0] == stacked.best_step[k]
+        n_evals = len(single.history["step"])
+        np.testing.assert_array_equal(single.history["val_objective"][:, 0],
+                                      stacked.history["val_objective"][:n_evals, k])
 
 
 @pytest.mark.parametrize("ipm", ["wass", "mmd2_lin", "mmd2_rbf", "wass2"])

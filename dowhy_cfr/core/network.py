@@ -168,20 +168,38 @@ class CFRNet(nn.Module):
                 h = F.elu(h)
         return h.squeeze(-1)
 
+    def head_params(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The heads' ``(weight, bias)`` per layer, each with axes (K, n_arms, ...)."""
+        return list(zip(self.head_weights, self.head_biases))
+
+    def split_heads(self, sizes: Sequence[int]) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
+        """:meth:`head_params` of consecutive ranges of ``sizes`` models (views: no copies, and
+        one concatenation of the gradients in the backward pass), one list per range."""
+        if len(sizes) == 1:
+            return [self.head_params()]
+        pieces = [(w.split(sizes, 0), b.split(sizes, 0)) for w, b in self.head_params()]
+        return [[(w[g], b[g]) for w, b in pieces] for g in range(len(sizes))]
+
+    def select_heads(self, models: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """:meth:`head_params` of the models at the stack positions ``models`` (copies)."""
+        return [(w.index_select(0, models), b.index_select(0, models))
+                for w, b in self.head_params()]
+
     def factual_heads(self, blocks: Sequence[torch.Tensor],
-                      models: torch.Tensor | None = None) -> torch.Tensor:
+                      params: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None
+                      ) -> torch.Tensor:
         """Each arm's head on that arm's rows only: ``blocks[a]`` (K', n_a, rep_dim) holds
         Phi of arm a's rows; returns h_a(Phi) for every row, (K', sum n_a), in block order.
-        ``models``: the stack positions of the K' models (all K if None).
+        ``params``: the K' models' head weights (:meth:`split_heads`, :meth:`select_heads`);
+        all K models' by default.
 
         Half the head arithmetic of :meth:`heads` for two arms. The arms' pre-activations share one
         ELU call, padded per model (:mod:`.elementwise`), so a model computes the same for any K.
         """
         sizes = [blk.shape[1] for blk in blocks]
-        hs, last = list(blocks), len(self.head_weights) - 1
-        for i, (w, b) in enumerate(zip(self.head_weights, self.head_biases)):
-            if models is not None:
-                w, b = w.index_select(0, models), b.index_select(0, models)
+        params = self.head_params() if params is None else params
+        hs, last = list(blocks), len(params) - 1
+        for i, (w, b) in enumerate(params):
             w, b = w.unbind(1), b.unbind(1)
             if i == last:  # a product-sum, not bmm: a matrix-vector bmm rounds differently for K=1
                 return torch.cat([(h * w[a].transpose(1, 2)).sum(-1) + b[a].squeeze(-1)

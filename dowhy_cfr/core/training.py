@@ -2,14 +2,17 @@
 of Eq. 3 (:mod:`.objective`), for all models at once.
 
 The ``K`` objectives are summed before ``backward()``; since the models share no parameters and
-Adam updates each parameter element on its own, model k follows exactly the trajectory it would
-follow alone with the same seed. The parts beside the loop: batch sources (:mod:`.batches`),
+Adam updates each parameter element on its own, model k follows the trajectory it would follow
+alone with the same seed: the forward and backward passes bit for bit, the Adam update up to
+the last bit of the elements that the fused CPU kernel handles in its scalar tail (see
+:func:`.stopping.adam`). The parts beside the loop: batch sources (:mod:`.batches`),
 checkpoints, early stopping and compaction (:mod:`.stopping`), defaults (:mod:`.config`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -17,7 +20,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from .batches import InMemoryBatches, StreamBatches
+from .batches import InMemoryBatches, StreamBatches, arm_counts
 from .config import LOSSES, CFRConfig
 from .network import CFRNet, predict
 from .objective import (Eq3Terms, arm_imbalance, arm_imbalance_blocks, eq3, factual,
@@ -141,15 +144,54 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
     had never been in the stack. Only if every model fails is ``TrainingDivergedError`` raised.
     """
     config.validate()
+    order = None
+    if batch_source is None and len(seeds) > 1:  # equal arm counts next to each other
+        _check_rows(train_idx, len(seeds), "train_idx")
+        _check_rows(val_idx, len(seeds), "val_idx")
+        order = stack_order(t, train_idx, config.batch_size, n_arms, per_model_data)
+    if order is not None:
+        x, t, y, train_idx, val_idx, seeds, alpha, weight_decay = _reordered(
+            order, per_model_data, x, t, y, train_idx, val_idx, seeds, alpha, weight_decay)
     run = StackedRun(x, t, y, train_idx=train_idx, val_idx=val_idx, config=config, seeds=seeds,
                      n_arms=n_arms, batch_source=batch_source, arm_shares=arm_shares,
                      model_wrapper=model_wrapper, gather_ipm=gather_ipm, alpha=alpha,
-                     weight_decay=weight_decay, per_model_data=per_model_data, device=device)
+                     weight_decay=weight_decay, per_model_data=per_model_data, device=device,
+                     model_ids=order)
     with _progress(progress, config, run) as report:
         run.report = report
         run.validate(0)  # the state at initialisation: recorded, never selected
         n_steps = algorithm1(run, config)
-    return run.result(n_steps)
+    result = run.result(n_steps)
+    return result if order is None else _in_given_order(result, order)
+
+
+def _reordered(order, per_model_data, x, t, y, train_idx, val_idx, seeds, alpha, weight_decay):
+    """The per-model inputs of :func:`train_cfr` in the stack order ``order``."""
+    def rows(v):  # an expanded (shared) tensor is the same in every order
+        return v if v.stride(0) == 0 else v.index_select(0, torch.as_tensor(order,
+                                                                            device=v.device))
+
+    def items(v):
+        return None if v is None else [list(v)[i] for i in order]
+
+    if per_model_data:
+        x, t, y = rows(x), rows(t), rows(y)
+    return (x, t, y, rows(train_idx), rows(val_idx), items(seeds), items(alpha),
+            items(weight_decay))
+
+
+def _in_given_order(result: TrainResult, order: np.ndarray) -> TrainResult:
+    """A result trained in the stack order ``order``, back in the caller's order of models."""
+    back = np.argsort(order)
+    with torch.no_grad():
+        for p in result.net.parameters():
+            p.data = p.data.index_select(0, torch.as_tensor(back, device=p.device))
+    history = {key: value[:, back] if key in _HISTORY_KEYS else value
+               for key, value in result.history.items()}
+    return dataclasses.replace(
+        result, history=history, best_step=result.best_step[back],
+        best_val_objective=result.best_val_objective[back], stopped=result.stopped[back],
+        diverged=result.diverged[back], failed=result.failed[back])
 
 
 class StackedRun:
@@ -159,8 +201,10 @@ class StackedRun:
 
     def __init__(self, x, t, y, *, train_idx, val_idx, config, seeds, n_arms, batch_source,
                  arm_shares, model_wrapper, gather_ipm, alpha, weight_decay, per_model_data,
-                 device):
+                 device, model_ids=None):
         k, device = len(seeds), torch.device(device)
+        # the caller's index of each model (reports, warnings): train_cfr may reorder the stack
+        self.model_ids = np.arange(k) if model_ids is None else np.asarray(model_ids)
         self.config, self.n_arms, self.k, self.gather_ipm = config, n_arms, k, gather_ipm
         self.ipm_kw = config.ipm_kwargs()
         self.x, self.t, self.y = (x.to(device), t.to(device=device, dtype=torch.long),
@@ -234,16 +278,6 @@ class StackedRun:
         counts = self.batches.counts
         self.groups = None if counts is None else arm_count_groups(counts, self.alpha.device)
 
-    @staticmethod
-    def _per_group(phi: torch.Tensor, fn, groups) -> torch.Tensor:
-        """``fn(arm blocks of Phi, models)`` for each group of models, in stack order."""
-        members, inverse = groups
-        outs = [fn((phi if models is None else phi.index_select(0, models)).split(counts, 1),
-                   models) for models, counts in members]
-        if len(outs) == 1:
-            return outs[0]
-        return torch.cat(outs, 0).index_select(0, inverse)
-
     def forward(self, x: torch.Tensor, t: torch.Tensor):
         """Phi(x_i) (K, B, r) and the factual outputs h_{t_i}(Phi(x_i)) (K, B). On arm-blocked
         batches each head runs on its own arm's rows only (half the head arithmetic of running
@@ -252,13 +286,16 @@ class StackedRun:
             phi, outputs = self.net_forward(x)
             return phi, factual(outputs, t)
         phi = self.net.representation(x)
-        return phi, self._per_group(phi, self.net.factual_heads, self.groups)
+        groups = self.groups
+        params = (self.net.split_heads(groups.sizes) if groups.sizes is not None else
+                  [self.net.select_heads(models) for models in groups.models])
+        return phi, groups.apply(phi, lambda blocks, g: self.net.factual_heads(blocks, params[g]))
 
     def batch_eq3(self, phi, pred, t, y) -> Eq3Terms:
         risk = (sample_weights(t, self.shares)
                 * factual_loss(pred, y, self.config.loss)).sum(1) / t.shape[1]
         if self.use_ipm and self.groups is not None:
-            imb = self._per_group(phi, self._block_imbalance, self.groups)
+            imb = self.groups.apply(phi, self._block_imbalance)
         elif self.use_ipm:
             phi_i, t_i = (phi, t) if self.gather_ipm is None else self.gather_ipm(phi, t)
             imb = arm_imbalance(phi_i, t_i, self.n_arms, self.ipm_kw)
@@ -284,7 +321,7 @@ class StackedRun:
         return eq3(loss_sum / n_val, imb, self.net.weight_penalty(self.config.rep_weight_decay),
                    self.alpha, self.wd)
 
-    def _block_imbalance(self, blocks, _models) -> torch.Tensor:
+    def _block_imbalance(self, blocks, _group) -> torch.Tensor:
         return arm_imbalance_blocks(blocks, self.ipm_kw)
 
     def validation_imbalance(self, phi: torch.Tensor, arms: torch.Tensor) -> torch.Tensor:
@@ -294,8 +331,7 @@ class StackedRun:
         order = torch.argsort(arms, dim=1, stable=True)
         phi = phi.gather(1, order.unsqueeze(-1).expand(-1, -1, phi.shape[-1]))
         counts = _arm_totals(arms, self.n_arms).cpu().numpy()
-        return self._per_group(phi, self._block_imbalance,
-                               arm_count_groups(counts, phi.device))
+        return arm_count_groups(counts, phi.device).apply(phi, self._block_imbalance)
 
     # -- bookkeeping between steps --------------------------------------------------------------
     def after_step(self, step: int, terms: Eq3Terms) -> None:
@@ -333,7 +369,8 @@ class StackedRun:
     def _diverge(self, models: np.ndarray, step: int) -> None:
         self.diverged[models] = True
         warnings.warn(
-            f"the training objective of model(s) {models.tolist()} became non-finite by step "
+            f"the training objective of model(s) {self.model_ids[models].tolist()} became "
+            f"non-finite by step "
             f"{step}; they stop and keep their best checkpoint (step(s) "
             f"{self.checkpoints.step[models].tolist()}; 0 = none), the other models train on "
             f"unaffected. Lower learning_rate, alpha or weight_decay, or check the inputs for "
@@ -362,10 +399,11 @@ class StackedRun:
     def _report(self, step: int, terms: Eq3Terms, keep: np.ndarray) -> None:
         if self.report is not None:
             active = np.zeros(self.k, dtype=bool)
-            active[self.live[keep]] = True
+            active[self.model_ids[self.live[keep]]] = True
             self.report(step, {"val_loss": terms.risk, "val_imbalance": terms.imbalance,
                                "val_objective": terms.objective,
-                               "models": torch.as_tensor(self.live), "active": active})
+                               "models": torch.as_tensor(self.model_ids[self.live]),
+                               "active": active})
 
     def result(self, n_steps: int) -> TrainResult:
         failed = self.diverged & ~self.checkpoints.has_best
@@ -387,17 +425,56 @@ class StackedRun:
                            diverged=self.diverged.copy(), failed=failed)
 
 
-def arm_count_groups(counts: np.ndarray, device) -> tuple[list, torch.Tensor]:
-    """Group a stack's models by their rows' arm counts ``counts`` (K, n_arms): a list of
-    ``(models, counts)`` (``models`` = None for a single group, else their stack positions) and
-    the permutation that brings the groups' concatenated outputs back to stack order."""
+@dataclass
+class ArmGroups:
+    """The models of a stack grouped by their rows' arm counts: models of a group share the
+    shapes of the per-arm heads and of the IPM's blocks."""
+
+    counts: list  # per group: the units of each arm
+    models: list  # per group: the stack positions of its models (long tensor)
+    sizes: list | None  # per group: its number of models, if the groups are consecutive ranges
+    inverse: torch.Tensor | None  # else: the permutation from group order back to stack order
+
+    def apply(self, phi: torch.Tensor, fn: Callable) -> torch.Tensor:
+        """``fn(arm blocks of Phi, group index)`` for each group, concatenated in stack order.
+        Consecutive groups take views of ``phi`` and need no reordering; others take copies."""
+        if self.sizes is not None:
+            pieces = phi.split(self.sizes, 0) if len(self.sizes) > 1 else (phi,)
+        else:
+            pieces = [phi.index_select(0, models) for models in self.models]
+        outs = [fn(piece.split(counts, 1), g)
+                for g, (piece, counts) in enumerate(zip(pieces, self.counts))]
+        if len(outs) == 1:
+            return outs[0]
+        out = torch.cat(outs, 0)
+        return out if self.inverse is None else out.index_select(0, self.inverse)
+
+
+def arm_count_groups(counts: np.ndarray, device) -> ArmGroups:
+    """Group a stack's models by their rows' arm counts ``counts`` (K, n_arms), groups in the
+    lexicographic order of their counts (:func:`stack_order` sorts a stack that way)."""
     uniq, inverse = np.unique(counts, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
-    members = [(None if len(uniq) == 1 else
-                torch.as_tensor(np.flatnonzero(inverse == g), device=device),
-                [int(c) for c in row]) for g, row in enumerate(uniq)]
-    order = np.concatenate([np.flatnonzero(inverse == g) for g in range(len(uniq))])
-    return members, torch.as_tensor(np.argsort(order), device=device)
+    models = [np.flatnonzero(inverse == g) for g in range(len(uniq))]
+    consecutive = bool((np.diff(inverse) >= 0).all())
+    order = np.concatenate(models)
+    return ArmGroups(counts=[[int(c) for c in row] for row in uniq],
+                     models=[torch.as_tensor(m, device=device) for m in models],
+                     sizes=[len(m) for m in models] if consecutive else None,
+                     inverse=None if consecutive else torch.as_tensor(np.argsort(order),
+                                                                      device=device))
+
+
+def stack_order(t: torch.Tensor, train_idx: torch.Tensor, batch_size: int, n_arms: int,
+                per_model_data: bool) -> np.ndarray | None:
+    """The order of a stack's models that makes each group of equal batch arm counts a
+    consecutive range (:class:`ArmGroups`: the heads then take views of the weights instead of
+    copies), stable; None if the given order already does."""
+    t, train_idx = t.cpu().long(), train_idx.cpu().long()
+    arms = t if per_model_data else t.unsqueeze(0).expand(train_idx.shape[0], -1)
+    counts = arm_counts(arms.gather(1, train_idx), min(batch_size, train_idx.shape[1]), n_arms)
+    order = np.lexsort(counts.T[::-1])  # first column first, as np.unique(axis=0)
+    return None if (order == np.arange(len(order))).all() else order
 
 
 def _arm_totals(arms: torch.Tensor, n_arms: int) -> torch.Tensor:
