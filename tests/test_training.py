@@ -296,6 +296,27 @@ def test_a_diverging_model_leaves_the_others_untouched():
                                       single.history["learning_rate"])
 
 
+@pytest.mark.parametrize("include_representation", [False, True])
+def test_penalty_gradient_equals_autograd_through_the_penalty(include_representation):
+    """The training step adds lambda_k * W to the gradients instead of back-propagating
+    lambda * R(h): the same gradient, per model, for every weight (penalised or not)."""
+    net = CFRNet(4, [1, 2], n_rep_layers=2, rep_dim=8, n_head_layers=1, head_dim=8)
+    x, wd = torch.randn(2, 10, 4), torch.tensor([0.3, 2.0])
+    phi, out = net(x)
+    loss = out.pow(2).sum() + phi.sum()
+    objective = loss + (wd * net.weight_penalty(include_representation)).sum()
+    expected = torch.autograd.grad(objective, list(net.parameters()), retain_graph=True)
+    without = torch.autograd.grad(loss, list(net.parameters()), retain_graph=True)
+    loss.backward()
+    net.add_penalty_gradient(wd, include_representation)
+    penalised = {id(w) for w in net.head_weights}
+    if include_representation:
+        penalised |= {id(w) for w in net.rep_weights}
+    for p, g, g_loss in zip(net.parameters(), expected, without):
+        assert torch.allclose(p.grad, g, rtol=1e-6, atol=1e-7)
+        assert torch.equal(p.grad, g_loss) != (id(p) in penalised)  # only those get the term
+
+
 def test_config_validation_names_the_parameter():
     with pytest.raises(ValueError, match="alpha"):
         CFRConfig(alpha=-1).validate()

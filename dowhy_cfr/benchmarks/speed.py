@@ -141,6 +141,7 @@ def package_step_flops(x, t, y, *, config: CFRConfig, seed: int = 0) -> int:
     with FlopCounterMode(display=False) as counter:
         phi, pred = run.forward(xb, tb)
         run.batch_eq3(phi, pred, tb, yb).objective.sum().backward()
+        run.add_l2_gradient()
     return int(counter.get_total_flops())
 
 

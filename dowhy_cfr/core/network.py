@@ -225,6 +225,24 @@ class CFRNet(nn.Module):
         return total
 
     @torch.no_grad()
+    def add_penalty_gradient(self, weight_decay: torch.Tensor,
+                             include_representation: bool = False) -> None:
+        """Add ``weight_decay[k] * W_k``, the gradient of ``weight_decay * weight_penalty()``, to
+        the gradients of the penalised weights (after ``backward()``). The same gradient as
+        autograd's through :meth:`weight_penalty`, without the forward pass over every weight and
+        the full-size gradient that autograd would then add to the loss's. ``weight_decay``: (K,).
+        """
+        weights = list(self.head_weights)
+        if include_representation:
+            weights += list(self.rep_weights)
+        for w in weights:
+            scale = weight_decay.view(-1, *([1] * (w.dim() - 1)))
+            if w.grad is None:
+                w.grad = scale * w
+            else:
+                w.grad.addcmul_(scale, w)
+
+    @torch.no_grad()
     def select(self, models: Sequence[int]) -> "CFRNet":
         """A new ``CFRNet`` holding only the given models (used for save/inspection)."""
         import copy

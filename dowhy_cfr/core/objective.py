@@ -88,7 +88,10 @@ def arm_imbalance_blocks(blocks, ipm_kw: dict) -> torch.Tensor:
     return total / (len(blocks) - 1)
 
 
-def eq3(risk: torch.Tensor, imb: torch.Tensor, penalty: torch.Tensor, alpha: torch.Tensor,
+def eq3(risk: torch.Tensor, imb: torch.Tensor, penalty: torch.Tensor | None, alpha: torch.Tensor,
         weight_decay: torch.Tensor) -> Eq3Terms:
-    """Eq. 3: ``risk + alpha * IPM + lambda * R(h)``, per model (all arguments (K,))."""
-    return Eq3Terms(risk, imb, risk + alpha * imb + weight_decay * penalty)
+    """Eq. 3: ``risk + alpha * IPM + lambda * R(h)``, per model (all arguments (K,)).
+    ``penalty=None`` leaves ``lambda * R(h)`` out of the value: the training step adds its
+    gradient ``lambda * W`` directly (:meth:`dowhy_cfr.core.network.CFRNet.add_penalty_gradient`)."""
+    objective = risk + alpha * imb
+    return Eq3Terms(risk, imb, objective if penalty is None else objective + weight_decay * penalty)

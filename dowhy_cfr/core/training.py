@@ -88,9 +88,10 @@ def algorithm1(run: "StackedRun", config: CFRConfig) -> int:
     for step in range(1, config.n_iter + 1):
         x, t, y = run.batches.next()  # a mini-batch with every arm present
         phi, pred = run.forward(x, t)  # Phi(x_i) and the factual output h_{t_i}(Phi(x_i))
-        terms = run.batch_eq3(phi, pred, t, y)  # Eq. 3: weighted factual loss, IPM, L2
+        terms = run.batch_eq3(phi, pred, t, y)  # Eq. 3: weighted factual loss, IPM, (L2)
         run.optimizer.zero_grad(set_to_none=True)
-        terms.objective.sum().backward()  # each model's gradient of its own Eq. 3
+        terms.objective.sum().backward()  # each model's gradient of its own Eq. 3 ...
+        run.add_l2_gradient()  # ... whose L2 term's gradient lambda * W is added directly
         run.optimizer.step()  # Adam
         run.after_step(step, terms)  # staircase learning-rate decay, running means
         if step % config.eval_every == 0 or step == config.n_iter:
@@ -215,6 +216,7 @@ class StackedRun:
         self.wd = _per_model(weight_decay, config.weight_decay, k, x.dtype, device,
                              "weight_decay")
         self.use_ipm = bool((self.alpha > 0).any())
+        self.use_l2 = bool((self.wd != 0).any())
         val_idx = _check_rows(val_idx, k, "val_idx").to(device)
         if batch_source is None:
             train_idx = _check_rows(train_idx, k, "train_idx").to(device)
@@ -301,8 +303,14 @@ class StackedRun:
             imb = arm_imbalance(phi_i, t_i, self.n_arms, self.ipm_kw)
         else:
             imb = torch.zeros_like(risk)
-        return eq3(risk, imb, self.net.weight_penalty(self.config.rep_weight_decay), self.alpha,
-                   self.wd)
+        # the L2 term enters through its gradient (add_l2_gradient), not through the value
+        return eq3(risk, imb, None, self.alpha, self.wd)
+
+    def add_l2_gradient(self) -> None:
+        """Eq. 3's ``lambda * R(h)`` in the training step: ``lambda_k * W`` added to the
+        gradients of model k's penalised weights (:meth:`CFRNet.add_penalty_gradient`)."""
+        if self.use_l2:
+            self.net.add_penalty_gradient(self.wd, self.config.rep_weight_decay)
 
     @torch.no_grad()
     def validation_eq3(self) -> Eq3Terms:
