@@ -154,6 +154,40 @@ def test_stacked_models_with_other_arm_counts_equal_separate_fits(ipm):
                                       stacked.history["val_objective"][:n_evals, k])
 
 
+def test_stacked_gradients_equal_single_ones_at_the_default_sizes():
+    """At the default architecture (widths 200/100, sizes that are not multiples of the vector
+    width), one step's gradients of every model of a stack equal its gradients alone, bit for
+    bit, groups of other arm counts included. (The fused Adam update afterwards is equal only up
+    to the last bit of a tensor's scalar tail: ``core.stopping.adam``.)"""
+    from dowhy_cfr.core.training import StackedRun
+
+    g = torch.Generator().manual_seed(0)
+    k, n, d = 3, 120, 25
+    x, y = torch.randn(k, n, d, generator=g), torch.randn(k, n, generator=g)
+    t = torch.zeros(k, n, dtype=torch.long)
+    t[0, :24], t[1, 10:52], t[2, 60:84] = 1, 1, 1  # treated shares 0.2, 0.35, 0.2
+    cfg = CFRConfig(alpha=1.0, batch_size=100)
+    rows = torch.arange(n).expand(k, -1)
+
+    def grads(models):
+        run = StackedRun(x[models], t[models], y[models], train_idx=rows[models],
+                         val_idx=rows[models], config=cfg, seeds=[7 + m for m in models],
+                         n_arms=2, batch_source=None, arm_shares=None, model_wrapper=None,
+                         gather_ipm=None, alpha=None, weight_decay=None, per_model_data=True,
+                         device="cpu")
+        xb, tb, yb = run.batches.next()
+        phi, pred = run.forward(xb, tb)
+        run.batch_eq3(phi, pred, tb, yb).objective.sum().backward()
+        run.add_l2_gradient()
+        return [p.grad for p in run.net.parameters()], run.groups
+
+    stacked, groups = grads([1, 0, 2])  # train_cfr's order: equal arm counts next to each other
+    assert groups.sizes == [1, 2]  # two groups, consecutive: the heads take views
+    for j, m in enumerate([1, 0, 2]):
+        for g_stack, g_alone in zip(stacked, grads([m])[0]):
+            assert torch.equal(g_stack[j], g_alone[0])
+
+
 @pytest.mark.parametrize("ipm", ["wass", "mmd2_lin", "mmd2_rbf", "wass2"])
 def test_stacked_training_equals_separate_fits(ipm):
     """Bit for bit: every model's arithmetic has the same shapes in a stack as alone (the

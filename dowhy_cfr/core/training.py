@@ -80,6 +80,7 @@ def algorithm1(run: "StackedRun", config: CFRConfig) -> int:
             imbalance      IPM({Phi(x_j)}_{t_j=0}, {Phi(x_j)}_{t_j=1})
             objective      factual loss + alpha * imbalance + lambda * R(h)      (Eq. 3)
             one Adam step on the weights of Phi and of the heads h_0, h_1
+              (R's gradient, lambda * W, is added to the gradients after backward())
         converged: early stopping on the validation objective (``StackedRun.validate``)
 
     Returns the number of steps run.
