@@ -174,7 +174,10 @@ def _reordered(order, per_model_data, x, t, y, train_idx, val_idx, seeds, alpha,
                                                                             device=v.device))
 
     def items(v):
-        return None if v is None else [list(v)[i] for i in order]
+        if v is None:
+            return None
+        v = list(v)
+        return [v[i] for i in order]
 
     if per_model_data:
         x, t, y = rows(x), rows(t), rows(y)
