@@ -1,4 +1,5 @@
-"""Early-stopping rules replayed offline on recorded IHDP trajectories.
+"""Early-stopping rules and step limits replayed offline on recorded trajectories (IHDP, synthetic
+designs).
 
 A model's trajectory does not depend on when it stops, so one run that never stops (``patience=
 None``, all ``n_iter`` steps) contains every shorter run: this script records, at every
@@ -9,7 +10,8 @@ checkpoint it keeps, and that checkpoint's sqrt(PEHE) (with the estimator's AIPW
 
     python scripts/stopping_replay.py record --method CFR-Wass --realizations 1-100 --stack 25
     python scripts/stopping_replay.py record --method TARNet --realizations 1-100 --stack 25
-    python scripts/stopping_replay.py replay --methods CFR-Wass,TARNet
+    python scripts/stopping_replay.py record --design A --n 2000 --datasets 0-39 --stack 20
+    python scripts/stopping_replay.py replay --data CFR-Wass,TARNet,A2000 --markdown
 
 A rule: a model stops at the first evaluation s with ``s - s_c >= max(min_wait, relative *
 s_c)``, where ``s_c`` is the step of the last best that improved the best objective so far by
@@ -83,8 +85,9 @@ def record(method: str, reals, stack: int, seed: int = 0) -> Path:
             piece = list(range(s, min(s + stack, len(reals))))
             frames.clear()
             start = time.perf_counter()
-            members = cls(random_state=seed + s, verbose=0, patience=None).fit_stacked(
-                data["yf"][piece], t, X=x, units=np.stack([splits[i].within for i in piece]))
+            est = cls(random_state=seed + s, verbose=0, patience=None, n_iter=3000)
+            members = est.fit_stacked(data["yf"][piece], t, X=x,
+                                      units=np.stack([splits[i].within for i in piece]))
             print(f"{method}: realizations {reals[piece[0]]}-{reals[piece[-1]]} "
                   f"{time.perf_counter() - start:.0f} s", flush=True)
             for j, (i, m) in enumerate(zip(piece, members)):
@@ -118,7 +121,7 @@ def record_design(design: str, n: int, datasets, stack: int, n_test: int = 1000)
         training.StackedRun.validate = validate
         try:
             start = time.perf_counter()
-            members = CFR(verbose=0, patience=None).fit_stacked(
+            members = CFR(verbose=0, patience=None, n_iter=3000).fit_stacked(
                 [a.y for a in train], [a.t for a in train], X=[a.x for a in train],
                 seeds=[draw_seeds(k, 1)[0] for k in piece])
         finally:
@@ -237,7 +240,8 @@ def main(argv=None):
     rules += list(itertools.product((50, 100), (0.5, 0.75, 1.0), (0.0, 1e-3, 1e-2)))
     rules += [(100, 1.5, 0.0), (100, 2.0, 0.0), (200, 1.0, 0.0)]
     rules = [(*rule, 3000) for rule in rules]  # min_wait, relative, tol, n_iter
-    rules += [(100, 1.0, 0.0, n) for n in (500, 1000, 1500, 2000)]
+    rules += [(100, 1.0, 0.0, n) for n in (500, 1000, 1500, 2000, 2100)]
+    rules += [(100, r, 0.0, n) for r in (1.5, 2.0) for n in (1000, 1500, 2000)]
     table = replay(a.data.split(","), rules)
     pd.set_option("display.width", 250)
     for name, group in table.groupby("data", sort=False):

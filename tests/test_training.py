@@ -282,6 +282,31 @@ def test_early_stopping_keeps_best_checkpoint(relative_patience):
     assert val_loss == pytest.approx(h["val_loss"][best, 0], rel=1e-4)
 
 
+def test_auto_step_limit_is_150_epochs_within_1500_to_3000_steps():
+    cfg = CFRConfig()  # n_iter="auto", batch_size 100
+    assert cfg.with_steps(470).n_iter == 1500  # IHDP's training split: at least 1,500 steps
+    assert cfg.with_steps(1000).n_iter == 1500  # exactly 150 epochs
+    assert cfg.with_steps(1400).n_iter == 2100  # n = 2,000 with a 30% validation split
+    assert cfg.with_steps(1001).n_iter == 1502  # 150 epochs, rounded up
+    assert cfg.with_steps(2001).n_iter == 3000  # at most cfrnet's 3,000
+    assert cfg.with_steps(None).n_iter == 3000  # a stream of unknown size
+    assert CFRConfig(n_iter=70).with_steps(10**6).n_iter == 70  # a number stays
+
+
+def test_auto_step_limit_follows_the_training_split(monkeypatch):
+    from dowhy_cfr.core import config
+
+    monkeypatch.setattr(config, "AUTO_MIN_STEPS", 5)
+    monkeypatch.setattr(config, "AUTO_EPOCHS", 2)
+    monkeypatch.setattr(config, "AUTO_MAX_STEPS", 12)
+    x, t, y, tr, va = _data()
+    cfg = CFRConfig(**{**SMALL, "n_iter": "auto", "eval_every": 5, "patience": None})
+    res = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg, seeds=[0])
+    assert res.n_steps == int(np.ceil(2 * len(tr) / 32)) == 9  # 2 epochs of 140 units
+    assert res.history["step"][-1] == 9  # the last step is evaluated
+    assert cfg.n_iter == "auto"  # the caller's configuration is left as it was
+
+
 def test_history_records_initial_state_and_objective():
     x, t, y, tr, va = _data()
     cfg = CFRConfig(**SMALL)
@@ -360,6 +385,10 @@ def test_config_validation_names_the_parameter():
         CFRConfig(val_fraction=1.0).validate()
     with pytest.raises(TypeError, match="n_iter"):
         CFRConfig(n_iter=10.5).validate()
+    with pytest.raises(ValueError, match="n_iter='many'.*'auto'"):
+        CFRConfig(n_iter="many").validate()
+    with pytest.raises(ValueError, match="n_iter"):
+        CFRConfig(n_iter=0).validate()
     with pytest.raises(ValueError, match="patience"):
         CFRConfig(patience=0).validate()
 

@@ -48,7 +48,7 @@ def _common(p: argparse.ArgumentParser, *, methods: bool = True):
     p.add_argument("--out", metavar="DIR", default=None,
                    help="directory for CSV / markdown / plots (default: print only)")
     p.add_argument("--n-iter", type=int, default=None,
-                   help="training steps of CFR/TARNet (default: the estimator's 3000)")
+                   help="training steps of CFR/TARNet (default: the estimator's 'auto')")
     p.add_argument("--tiny", action="store_true",
                    help="tiny networks and forests for smoke tests (1 layer of 20/10 units, "
                         "10 trees, eval every 10 steps); combine with --n-iter")

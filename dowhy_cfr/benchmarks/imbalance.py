@@ -139,7 +139,7 @@ def run_imbalance(realizations, qs, alphas, *, settings: dict, n_keep: int = 400
             se = "" if np.isnan(rr["relative_se"]) else f" ± {rr['relative_se']:.3f}"
             cells.append(f"{rr['relative_mean']:.3f}{se}")
         lines.append(f"| {q:g} | " + " | ".join(cells) + " |")
-    lines += ["", f"n_iter={settings['n_iter'] or 'default (3000)'}, tiny={settings['tiny']}."]
+    lines += ["", f"n_iter={settings['n_iter'] or 'default (auto)'}, tiny={settings['tiny']}."]
     return raw, summary, "\n".join(lines)
 
 

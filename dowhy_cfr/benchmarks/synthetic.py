@@ -383,7 +383,7 @@ def _report_failures(raw: pd.DataFrame) -> None:
 
 
 def _settings_line(settings: dict) -> str:
-    n_iter = settings["n_iter"] if settings["n_iter"] is not None else "default (3000)"
+    n_iter = settings["n_iter"] if settings["n_iter"] is not None else "default (auto)"
     return (f"Settings: d={settings['d']}, sigma={settings['sigma']}, "
             f"{settings['n_test']} test units, intervals at {1 - settings['alpha']:.0%}, "
             f"CFR n_iter={n_iter}, tiny={settings['tiny']}, "
@@ -455,7 +455,7 @@ def _options(p: argparse.ArgumentParser):
                         "'bootstrap:B' (CFRBootstrapInference with B replicas), or another name "
                         "the estimator accepts")
     p.add_argument("--n-iter", type=int, default=None,
-                   help="training steps of CFR/TARNet (default: the estimator's 3000)")
+                   help="training steps of CFR/TARNet (default: the estimator's 'auto')")
     p.add_argument("--tiny", action="store_true",
                    help="tiny networks, 10-tree boosting, 12-tree forests (smoke tests)")
     p.add_argument("--out", metavar="DIR", default=None,

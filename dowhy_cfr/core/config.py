@@ -7,21 +7,42 @@ here. Sources and measurements behind each default: ``docs/parameters.md``.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ALPHA_GRID", "CFRConfig", "IPM_NAMES", "LOSSES", "NORMALIZATIONS"]
+__all__ = ["ALPHA_GRID", "AUTO_EPOCHS", "AUTO_MAX_STEPS", "AUTO_MIN_STEPS", "CFRConfig",
+           "IPM_NAMES", "LOSSES", "NORMALIZATIONS", "auto_n_iter"]
 
 IPM_NAMES = ("wass", "wass2", "mmd2_lin", "mmd2_rbf")
 LOSSES = ("mse", "logloss")
 NORMALIZATIONS = ("divide", "none")
 #: The candidates of ``alpha="auto"`` (standardised-outcome scale; measured, docs/parameters.md).
 ALPHA_GRID = (0.01, 0.05, 0.2)
+#: ``n_iter="auto"``: AUTO_EPOCHS passes over the training split, at least AUTO_MIN_STEPS and at
+#: most AUTO_MAX_STEPS (cfrnet's 3000 iterations) steps: 1,500 on IHDP and up to n ~ 1,430 units
+#: (with val_fraction 0.3), 2,100 at n = 2,000, 3,000 from n ~ 2,860 on and for a stream (size
+#: unknown up front). Measured by replaying the stopping rule on recorded trajectories
+#: (docs/parameters.md, "The step limit").
+AUTO_EPOCHS = 150
+AUTO_MIN_STEPS = 1500
+AUTO_MAX_STEPS = 3000
+
+
+def auto_n_iter(n_train: int | None, batch_size: int) -> int:
+    """The step limit of ``n_iter="auto"`` for a training split of ``n_train`` units (None: a
+    stream of unknown size): ``ceil(AUTO_EPOCHS * n_train / batch_size)`` clipped to
+    ``[AUTO_MIN_STEPS, AUTO_MAX_STEPS]``."""
+    if n_train is None:
+        return AUTO_MAX_STEPS
+    epochs = math.ceil(AUTO_EPOCHS * n_train / batch_size)
+    return int(min(AUTO_MAX_STEPS, max(AUTO_MIN_STEPS, epochs)))
+
 
 _FLOATS = ("alpha", "weight_decay", "learning_rate", "lr_decay", "weight_init", "rbf_sigma",
            "wass_lambda", "val_fraction", "relative_patience")
-_POSITIVE_INTS = ("n_rep_layers", "rep_dim", "head_dim", "lr_decay_steps", "batch_size", "n_iter",
+_POSITIVE_INTS = ("n_rep_layers", "rep_dim", "head_dim", "lr_decay_steps", "batch_size",
                   "eval_every", "wass_iterations", "max_eval_units")
 
 
@@ -49,7 +70,9 @@ class CFRConfig:
     lr_decay: float = 0.97  # cfrnet lrate_decay, staircase ...
     lr_decay_steps: int = 100  # ... every 100 steps
     batch_size: int = 100  # cfrnet batch_size
-    n_iter: int = 3000  # cfrnet iterations (an upper bound: early stopping ends most fits)
+    # the step limit: an int, or "auto" (ours, measured): 150 epochs within [1500, 3000] steps,
+    # see auto_n_iter; cfrnet ran 3000 iterations (early stopping ends most fits before either)
+    n_iter: int | str = "auto"
     val_fraction: float = 0.3  # cfrnet val_part
     eval_every: int = 10  # steps between validations (ours; cfrnet output_delay is 100)
     patience: int | None = 10  # a model stops after max(patience * eval_every, ...
@@ -68,6 +91,12 @@ class CFRConfig:
             _check_number(name, getattr(self, name))
         for name in _POSITIVE_INTS + ("n_head_layers",):
             _check_int(name, getattr(self, name))
+        if self.n_iter != "auto":
+            if isinstance(self.n_iter, str):
+                raise ValueError(f"n_iter={self.n_iter!r} is invalid: give a positive number of "
+                                 f"steps or 'auto'")
+            _check_int("n_iter", self.n_iter)
+            _require("n_iter", self.n_iter, self.n_iter >= 1, "must be at least 1 (or 'auto')")
         for name in _POSITIVE_INTS:
             _require(name, getattr(self, name), getattr(self, name) >= 1, "must be at least 1")
         _require("batch_size", self.batch_size, self.batch_size >= 2,
@@ -92,6 +121,13 @@ class CFRConfig:
                                      ("normalization", self.normalization, NORMALIZATIONS)):
             _require(name, value, value in allowed, f"choose one of {', '.join(allowed)}")
         return self
+
+    def with_steps(self, n_train: int | None) -> "CFRConfig":
+        """This configuration with ``n_iter`` a number of steps: ``"auto"`` resolved for a
+        training split of ``n_train`` units (None: a stream), see :func:`auto_n_iter`."""
+        if self.n_iter != "auto":
+            return self
+        return dataclasses.replace(self, n_iter=auto_n_iter(n_train, self.batch_size))
 
     def ipm_kwargs(self) -> dict:
         """The keyword arguments of :func:`dowhy_cfr.core.ipm.imbalance`."""

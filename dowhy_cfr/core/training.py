@@ -145,7 +145,7 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
     in ``diverged`` (``failed`` if it had none yet); the other models train on exactly as if it
     had never been in the stack. Only if every model fails is ``TrainingDivergedError`` raised.
     """
-    config.validate()
+    config = config.validate().with_steps(None if train_idx is None else train_idx.shape[-1])
     order = None
     if batch_source is None and len(seeds) > 1:  # equal arm counts next to each other
         _check_rows(train_idx, len(seeds), "train_idx")
