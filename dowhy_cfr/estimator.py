@@ -80,12 +80,10 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
     batch_size : int
         Mini-batch size; batches always contain both arms. Clamped (with a warning) to the
         training split's size for small data.
-    n_iter : int or "auto"
-        Maximum number of mini-batch steps. ``"auto"``: 150 passes over the training split, at
-        least 1,500 and at most 3,000 steps (1,500 on IHDP, 2,100 at n = 2,000 units, 3,000 from
-        n ~ 2,860 on; ``docs/parameters.md``); early stopping ends most fits before it.
-    val_fraction, eval_every : float, int
-        Share of units held out (stratified) for early stopping; steps between evaluations.
+    n_iter, val_fraction, eval_every : int or "auto", float, int
+        Maximum number of steps (``"auto"``: 150 passes over the training split within 1,500 to
+        3,000 steps, ``docs/parameters.md``); share of units held out (stratified) for early
+        stopping; steps between evaluations.
     patience : int or None
         Stop after this many evaluations without improvement of the validation objective; the
         best checkpoint is kept. None runs all ``n_iter`` steps (still keeping the best).
