@@ -78,8 +78,7 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
     learning_rate, lr_decay, lr_decay_steps : float, float, int
         Adam's learning rate, multiplied by ``lr_decay`` every ``lr_decay_steps`` (1.0: no decay).
     batch_size : int
-        Mini-batch size; batches always contain both arms. Clamped (with a warning) to the
-        training split's size for small data.
+        Mini-batch size (both arms in every batch; clamped, with a warning, to a small split).
     n_iter, val_fraction, eval_every : int or "auto", float, int
         Maximum number of steps (``"auto"``: 150 passes over the training split within 1,500 to
         3,000 steps, ``docs/parameters.md``); share of units held out (stratified) for early
