@@ -104,15 +104,13 @@ def record_design(design: str, n: int, datasets, stack: int, n_test: int = 1000)
     """A synthetic design (designs A-D, data as ``python -m dowhy_cfr.benchmarks coverage``
     draws them): default CFR with no early stop on each data set, the seed of that benchmark's
     fit, outputs on the training units and on ``n_test`` fresh test units."""
-    from dowhy_cfr.benchmarks.synthetic import _data_seed
-    from dowhy_cfr.datasets.synthetic import simulate
+    from dowhy_cfr.benchmarks.synthetic import run_data
     from dowhy_cfr.fitting import draw_seeds
 
     rows = []
     for s in range(0, len(datasets), stack):
         piece = [int(v) for v in datasets[s:s + stack]]
-        train = [simulate(design, n, random_state=_data_seed(design, n, k, 0)) for k in piece]
-        test = [simulate(design, n_test, random_state=_data_seed(design, n, k, 1)) for k in piece]
+        train, test = zip(*(run_data(design, n, k, n_test=n_test) for k in piece))
         x_all = torch.as_tensor(np.stack([
             (np.vstack([a.x, b.x]) - a.x.mean(0)) / np.where(a.x.std(0) > 0, a.x.std(0), 1.0)
             for a, b in zip(train, test)]), dtype=torch.float32)

@@ -34,12 +34,12 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from ..datasets.synthetic import DESIGNS, simulate
+from ..datasets.synthetic import DESIGNS, SyntheticData, simulate
 from . import report
 from ._runner import TaskPool, add_threads_argument, progress_bar
 
 __all__ = ["SYNTHETIC_METHODS", "CFR_FAMILY", "INTERVAL_METHODS", "ROW_COLUMNS",
-           "interval_coverage", "run_one", "run_synthetic", "summarize_synthetic",
+           "interval_coverage", "run_data", "run_one", "run_synthetic", "summarize_synthetic",
            "synthetic_markdown", "add_parsers", "run_command"]
 
 #: Methods of the synthetic benchmark, in table order.
@@ -204,6 +204,15 @@ def _data_seed(design: str, n: int, seed: int, stream: int) -> list[int]:
     return [int(seed), DESIGNS.index(design), int(n), int(stream)]
 
 
+def run_data(design: str, n: int, seed: int, *, d: int = 6, sigma: float = 1.0,
+             n_test: int = 1000) -> tuple[SyntheticData, SyntheticData]:
+    """The training units (``n``) and fresh test units (``n_test``) of the benchmark run
+    ``(design, n, seed)``: what :func:`run_one` fits and evaluates on."""
+    train = simulate(design, n, d=d, sigma=sigma, random_state=_data_seed(design, n, seed, 0))
+    test = simulate(design, n_test, d=d, sigma=sigma, random_state=_data_seed(design, n, seed, 1))
+    return train, test
+
+
 def _empty_row(design, n, seed, method) -> dict:
     row = {c: np.nan for c in ROW_COLUMNS}
     row.update(design=design, n=int(n), seed=int(seed), method=method, error="")
@@ -227,10 +236,8 @@ def run_one(design: str, n: int, seed: int, method: str, settings: dict) -> dict
         A failed fit gives a row of NaN with the exception in ``error``.
     """
     row = _empty_row(design, n, seed, method)
-    train = simulate(design, n, d=settings["d"], sigma=settings["sigma"],
-                     random_state=_data_seed(design, n, seed, 0))
-    test = simulate(design, settings["n_test"], d=settings["d"], sigma=settings["sigma"],
-                    random_state=_data_seed(design, n, seed, 1))
+    train, test = run_data(design, n, seed, d=settings["d"], sigma=settings["sigma"],
+                           n_test=settings["n_test"])
     x, w = _features(method, train.x, train.w)
     x_test, _ = _features(method, test.x, test.w)
     try:
