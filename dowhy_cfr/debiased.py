@@ -74,7 +74,8 @@ from threadpoolctl import threadpool_limits
 
 __all__ = ["TARGETS", "AverageEffect", "default_propensity_models", "logistic_propensity_model",
            "boosting_propensity_model", "cross_fit_propensity",
-           "aipw_potential_outcomes", "aipw_terms", "average_effect", "plugin_effect"]
+           "aipw_potential_outcomes", "aipw_terms", "average_effect", "plugin_effect",
+           "sklearn_seed"]
 
 #: Up to this many units the propensity models are cross-fitted with one BLAS/OpenMP thread: on
 #: 2 cores the default cross-fit took 0.24 s on one thread against 0.46 s on two at IHDP size
@@ -121,6 +122,11 @@ class AverageEffect:
     def pvalue(self, value: float = 0.0) -> float:
         """Two-sided p-value of the z-test of ``estimate == value``."""
         return float(2 * norm.sf(abs(self.estimate - value) / self.stderr))
+
+
+def sklearn_seed(seed: int) -> int:
+    """A network seed as a scikit-learn ``random_state`` (which must be < 2**32 - 1)."""
+    return int(seed) % (2**32 - 1)
 
 
 def boosting_propensity_model(random_state: int | None = 0):
@@ -202,7 +208,7 @@ def cross_fit_propensity(model, x: np.ndarray, arms: np.ndarray, *, n_arms: int,
     if folds < 2:
         raise ValueError(f"cross-fitting the propensity needs at least 2 units per treatment arm; "
                          f"an arm has {counts.min()}")
-    seed = int(random_state) % (2**32 - 1)
+    seed = sklearn_seed(random_state)
     splitter = StratifiedKFold(folds, shuffle=True, random_state=seed)
     small = len(arms) <= ONE_THREAD_UNITS  # the caller's thread settings come back afterwards
     with threadpool_limits(1) if small else contextlib.nullcontext():

@@ -33,7 +33,7 @@ from econml.utilities import one_hot_encoder
 from sklearn.base import clone
 
 from . import _validation as V
-from .debiased import AverageEffect, average_effect, plugin_effect
+from .debiased import AverageEffect, average_effect, plugin_effect, sklearn_seed
 from .core import CFRConfig, CFRNet, TrainResult, predict
 from .core.training import derive_seeds
 
@@ -48,11 +48,6 @@ MAX_ARMS = 20
 def plain(v):
     """numpy scalar -> Python scalar, for readable messages and clean dicts."""
     return v.item() if isinstance(v, np.generic) else v
-
-
-def sklearn_seed(seed: int) -> int:
-    """A network seed as a scikit-learn ``random_state`` (which must be < 2**32 - 1)."""
-    return int(seed) % (2**32 - 1)
 
 
 def _arms_of_onehot(onehot) -> np.ndarray:

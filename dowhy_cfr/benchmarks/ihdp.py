@@ -139,7 +139,7 @@ def _describe(reals) -> str:
 
 
 def _settings_line(settings: dict, stack: int) -> str:
-    n_iter = settings["n_iter"] if settings["n_iter"] is not None else "default (auto)"
+    n_iter = report.n_iter_label(settings["n_iter"])
     return (f"Settings: n_iter={n_iter}, tiny={settings['tiny']}, alpha (CFR-Wass)="
             f"{settings['alpha_wass']}, alpha (CFR-MMD)={settings['alpha_mmd']}, "
             f"stack={stack}. Time = wall seconds per realization (stacked passes divided by "

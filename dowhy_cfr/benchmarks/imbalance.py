@@ -28,6 +28,7 @@ from sklearn.preprocessing import StandardScaler
 
 from ..datasets import ihdp_split, load_ihdp_many
 from ..metrics import sqrt_pehe
+from . import report
 from ._runner import TaskPool, cfr_task, chunks, headless_pyplot, progress_bar, save_figure
 
 __all__ = ["biased_subsample", "run_imbalance", "plot_imbalance"]
@@ -139,7 +140,7 @@ def run_imbalance(realizations, qs, alphas, *, settings: dict, n_keep: int = 400
             se = "" if np.isnan(rr["relative_se"]) else f" ± {rr['relative_se']:.3f}"
             cells.append(f"{rr['relative_mean']:.3f}{se}")
         lines.append(f"| {q:g} | " + " | ".join(cells) + " |")
-    lines += ["", f"n_iter={settings['n_iter'] or 'default (auto)'}, tiny={settings['tiny']}."]
+    lines += ["", f"n_iter={report.n_iter_label(settings['n_iter'])}, tiny={settings['tiny']}."]
     return raw, summary, "\n".join(lines)
 
 

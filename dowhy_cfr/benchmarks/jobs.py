@@ -111,7 +111,7 @@ def run_jobs(methods, *, settings: dict, variant: str = "lalonde", n_splits: int
         report.wall_line(walls, workers),
         "",
         f"True ATT on all randomized units: {d.att:.4f}. Policy: treat if the estimated effect "
-        f"> 0. n_iter={settings['n_iter'] or 'default (auto)'}, tiny={settings['tiny']}.",
+        f"> 0. n_iter={report.n_iter_label(settings['n_iter'])}, tiny={settings['tiny']}.",
     ])
     return raw, summary, md, curves
 

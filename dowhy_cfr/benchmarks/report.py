@@ -8,8 +8,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["summarize", "paper_table", "median_table", "wall_line", "write_outputs", "parse_range",
+__all__ = ["n_iter_label", "summarize", "paper_table", "median_table", "wall_line", "write_outputs", "parse_range",
            "parse_choices"]
+
+
+def n_iter_label(n_iter) -> str:
+    """How a report names a run's step limit: the number given, else the estimator's default."""
+    return "default (auto)" if n_iter is None else str(n_iter)
 
 
 def parse_range(spec: str) -> list[int]:

@@ -390,7 +390,7 @@ def _report_failures(raw: pd.DataFrame) -> None:
 
 
 def _settings_line(settings: dict) -> str:
-    n_iter = settings["n_iter"] if settings["n_iter"] is not None else "default (auto)"
+    n_iter = report.n_iter_label(settings["n_iter"])
     return (f"Settings: d={settings['d']}, sigma={settings['sigma']}, "
             f"{settings['n_test']} test units, intervals at {1 - settings['alpha']:.0%}, "
             f"CFR n_iter={n_iter}, tiny={settings['tiny']}, "
