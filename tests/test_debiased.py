@@ -7,9 +7,14 @@ import pytest
 from helpers import TINY, make_confounded
 
 from dowhy_cfr import CFR
-from dowhy_cfr.debiased import aipw_terms, average_effect, cross_fit_propensity
+from dowhy_cfr import debiased
+from dowhy_cfr.debiased import (aipw_terms, arm_log_loss, average_effect,
+                                boosting_propensity_model, cross_fit_propensity)
 from dowhy_cfr.fitting import cross_fit_rows
+from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.metrics import log_loss
+from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
 # a tiny example: 3 treated and 3 control units, outcome predictions and propensities by hand
 Y6 = np.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0])
@@ -112,6 +117,52 @@ def test_cross_fit_propensity_names_the_model_it_kept():
     _, name = cross_fit_propensity(LogisticRegression(), x, logistic.astype(int), n_arms=2,
                                    return_model=True)
     assert name == "LogisticRegression"
+
+
+def test_arm_log_loss_scores_the_clipped_propensity_of_the_received_arm():
+    proba = np.array([[0.2, 0.8], [0.7, 0.3], [0.01, 0.99]])
+    arms = np.array([1, 0, 0])
+    assert arm_log_loss(proba[:2], arms[:2]) == pytest.approx(log_loss(arms[:2], proba[:2]))
+    clipped = np.clip(proba, 0.05, 1.0)  # the last row no longer sums to one
+    assert arm_log_loss(clipped, arms) == pytest.approx(-np.log([0.8, 0.7, 0.05]).mean())
+
+
+def test_default_candidates_are_compared_on_the_clipped_propensities(monkeypatch):
+    """The default keeps the candidate whose propensities, as AIPW uses them (clipped at
+    ``min_propensity``), have the lower log-loss."""
+    seen = []
+
+    def spy(proba, arms):
+        seen.append(proba)
+        return arm_log_loss(proba, arms)
+
+    monkeypatch.setattr(debiased, "arm_log_loss", spy)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 2))
+    arms = (x[:, 0] + 0.3 * rng.normal(size=300) > 0).astype(int)
+    e, name = cross_fit_propensity(None, x, arms, n_arms=2, min_propensity=0.1, return_model=True)
+    assert len(seen) == 2 and all(p.min() >= 0.1 for p in seen)
+    scores = {k: arm_log_loss(p, arms) for k, p in zip(("logistic", "boosting"), seen)}
+    assert name == min(scores, key=scores.get)
+    np.testing.assert_array_equal(e, seen[("logistic", "boosting").index(name)])
+
+
+def test_boosting_candidate_keeps_small_data_propensities_off_the_clip():
+    """Leaves of 40 units and an L2 penalty: on 400 units with a strong logistic confounder the
+    boosting candidate puts far fewer units below 0.02 than unregularised depth-3 boosting
+    (measured: 1.8% against 7.7% of the units over these three data sets)."""
+    below = {"candidate": [], "unregularised": []}
+    for seed in (1, 2, 3):
+        rng = np.random.default_rng(seed)
+        x = rng.normal(size=(400, 4))
+        arms = (rng.random(400) < 1 / (1 + np.exp(-2 * x[:, 0]))).astype(int)
+        folds = StratifiedKFold(5, shuffle=True, random_state=0)
+        for key, model in (("candidate", boosting_propensity_model(0)),
+                           ("unregularised", HistGradientBoostingClassifier(
+                               max_depth=3, max_iter=100, random_state=0))):
+            p = cross_val_predict(model, x, arms, cv=folds, method="predict_proba")
+            below[key].append(np.mean(p < 0.02))
+    assert np.mean(below["candidate"]) < np.mean(below["unregularised"]) / 2
 
 
 def test_cross_fit_rows_leave_one_fold_out():
