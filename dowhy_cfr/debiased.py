@@ -236,6 +236,7 @@ def arm_log_loss(proba: np.ndarray, arms: np.ndarray) -> float:
     """``-mean_i log proba[i, arms[i]]``: the log-loss of the (clipped) propensities of the arms
     the units received, i.e. of the ``1 / e`` weights that AIPW applies (scikit-learn's
     ``log_loss`` would rescale clipped rows to sum to one)."""
+    arms = np.asarray(arms).astype(int)  # indices, also for a boolean treatment
     return float(-np.mean(np.log(proba[np.arange(len(arms)), arms])))
 
 

@@ -125,6 +125,7 @@ def test_arm_log_loss_scores_the_clipped_propensity_of_the_received_arm():
     assert arm_log_loss(proba[:2], arms[:2]) == pytest.approx(log_loss(arms[:2], proba[:2]))
     clipped = np.clip(proba, 0.05, 1.0)  # the last row no longer sums to one
     assert arm_log_loss(clipped, arms) == pytest.approx(-np.log([0.8, 0.7, 0.05]).mean())
+    assert arm_log_loss(clipped, arms.astype(bool)) == arm_log_loss(clipped, arms)
 
 
 def test_default_candidates_are_compared_on_the_clipped_propensities(monkeypatch):
