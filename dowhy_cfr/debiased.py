@@ -168,11 +168,13 @@ def default_propensity_models(random_state: int | None = 0) -> dict:
             "boosting": boosting_propensity_model(random_state)}
 
 
-def _out_of_fold(model, x, arms, splitter):
+def _out_of_fold(model, x, arms, splitter, min_propensity):
+    """``model``'s out-of-fold probabilities, clipped below at ``min_propensity``."""
     with warnings.catch_warnings():
         # scikit-learn >= 1.8 announces default changes (e.g. a user's LogisticRegressionCV)
         warnings.filterwarnings("ignore", category=FutureWarning, module="sklearn")
-        return cross_val_predict(model, x, arms, cv=splitter, method="predict_proba")
+        proba = cross_val_predict(model, x, arms, cv=splitter, method="predict_proba")
+    return np.clip(proba, min_propensity, 1.0)
 
 
 def _seeded(model, seed: int):
@@ -224,9 +226,9 @@ def _cross_fit(model, x, arms, splitter, seed, min_propensity):
     """``(name, clipped out-of-fold probabilities)`` of ``model``, or of the default candidate
     whose clipped probabilities have the lower log-loss when ``model`` is None."""
     if model is not None:
-        proba = _out_of_fold(_seeded(clone(model), seed), x, arms, splitter)
-        return type(model).__name__, np.clip(proba, min_propensity, 1.0)
-    candidates = {name: np.clip(_out_of_fold(m, x, arms, splitter), min_propensity, 1.0)
+        model = _seeded(clone(model), seed)
+        return type(model).__name__, _out_of_fold(model, x, arms, splitter, min_propensity)
+    candidates = {name: _out_of_fold(m, x, arms, splitter, min_propensity)
                   for name, m in default_propensity_models(seed).items()}
     name = min(candidates, key=lambda k: arm_log_loss(candidates[k], arms))
     return name, candidates[name]

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["n_iter_label", "summarize", "paper_table", "median_table", "wall_line", "write_outputs", "parse_range",
-           "parse_choices"]
+__all__ = ["n_iter_label", "summarize", "paper_table", "median_table", "wall_line", "write_outputs",
+           "parse_range", "parse_choices"]
 
 
 def n_iter_label(n_iter) -> str:
