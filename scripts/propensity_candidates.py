@@ -23,13 +23,12 @@ import numpy as np
 import torch
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.metrics import log_loss
-from sklearn.model_selection import StratifiedKFold, cross_val_predict
-from threadpoolctl import threadpool_limits
 
 from dowhy_cfr import CFR
 from dowhy_cfr.benchmarks.report import parse_range
 from dowhy_cfr.datasets.synthetic import DESIGNS, simulate
-from dowhy_cfr.debiased import arm_log_loss, average_effect, logistic_propensity_model
+from dowhy_cfr.debiased import (arm_log_loss, average_effect, cross_fit_propensity,
+                                logistic_propensity_model, sklearn_seed)
 
 OUT = Path("scripts/out/propensity")
 BOOSTING = {  # depth 3, 100 rounds; what differs from scikit-learn's defaults
@@ -52,36 +51,36 @@ def record(design: str, n: int, seeds: list[int]) -> None:
         stage = est.fitted_.debiased
         np.savez(OUT / f"{design}{n}_{seed}.npz", x=d.x if d.w is None else np.hstack([d.x, d.w]),
                  arms=stage.arms, y=stage.y, mu=stage.mu, truth=float(np.mean(d.tau)),
-                 fold_seed=int(est.seeds_[0]) % (2**32 - 1), min_p=float(est.min_propensity))
+                 fold_seed=sklearn_seed(est.seeds_[0]), min_p=float(est.min_propensity))
         print(seed, flush=True)
 
 
 def _out_of_fold(model, z) -> np.ndarray:
-    folds = StratifiedKFold(5, shuffle=True, random_state=int(z["fold_seed"]))
-    return cross_val_predict(model, z["x"], z["arms"], cv=folds, method="predict_proba")
+    """``model``'s unclipped out-of-fold probabilities on the estimator's folds."""
+    return cross_fit_propensity(model, z["x"], z["arms"], n_arms=2,
+                                random_state=int(z["fold_seed"]), min_propensity=0.0)
 
 
 def replay(design: str, n: int) -> None:
     files = sorted(OUT.glob(f"{design}{n}_*.npz"), key=lambda f: int(f.stem.split("_")[1]))
     rows: dict[str, list] = {}
-    with threadpool_limits(1):
-        for f in files:
-            z = np.load(f)
-            raw = {"logistic": _out_of_fold(logistic_propensity_model(), z)}
-            for name, kw in BOOSTING.items():
-                raw[name] = _out_of_fold(HistGradientBoostingClassifier(
-                    max_depth=3, max_iter=100, random_state=int(z["fold_seed"]), **kw), z)
-            e = {k: np.clip(p, float(z["min_p"]), 1.0) for k, p in raw.items()}
-            err = {k: average_effect(z["y"], z["arms"], z["mu"], p) for k, p in e.items()}
-            for k, r in err.items():
-                rows.setdefault(f"alone: {k}", []).append((r.estimate - z["truth"], r.stderr))
-            for k in BOOSTING:
-                clipped = arm_log_loss(e[k], z["arms"]) < arm_log_loss(e["logistic"], z["arms"])
-                unclipped = log_loss(z["arms"], raw[k]) < log_loss(z["arms"], raw["logistic"])
-                for rule, kept in (("clipped", clipped), ("unclipped", unclipped)):
-                    r = err[k] if kept else err["logistic"]
-                    rows.setdefault(f"vs logistic, {rule}: {k}", []).append(
-                        (r.estimate - z["truth"], r.stderr, kept))
+    for f in files:
+        z = np.load(f)
+        raw = {"logistic": _out_of_fold(logistic_propensity_model(), z)}
+        for name, kw in BOOSTING.items():
+            raw[name] = _out_of_fold(HistGradientBoostingClassifier(
+                max_depth=3, max_iter=100, random_state=int(z["fold_seed"]), **kw), z)
+        e = {k: np.clip(p, float(z["min_p"]), 1.0) for k, p in raw.items()}
+        err = {k: average_effect(z["y"], z["arms"], z["mu"], p) for k, p in e.items()}
+        for k, r in err.items():
+            rows.setdefault(f"alone: {k}", []).append((r.estimate - z["truth"], r.stderr))
+        for k in BOOSTING:
+            clipped = arm_log_loss(e[k], z["arms"]) < arm_log_loss(e["logistic"], z["arms"])
+            unclipped = log_loss(z["arms"], raw[k]) < log_loss(z["arms"], raw["logistic"])
+            for rule, kept in (("clipped", clipped), ("unclipped", unclipped)):
+                r = err[k] if kept else err["logistic"]
+                rows.setdefault(f"vs logistic, {rule}: {k}", []).append(
+                    (r.estimate - z["truth"], r.stderr, kept))
     print(f"design {design}, n = {n}, {len(files)} data sets")
     print("| propensity | bias | s.d. | mean abs. error | mean s.e. | coverage | boosting kept |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
