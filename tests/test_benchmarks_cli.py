@@ -103,6 +103,18 @@ def test_cli_arguments():
         main(["ihdp", "--methods", "BART"])
 
 
+def test_device_reaches_the_cfr_stacks(tmp_path):
+    """--device of ihdp/jobs/imbalance is passed to the CFR/TARNet estimators: a CUDA request
+    without a GPU fails with the estimator's clear error, and the report names the device."""
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            main(["ihdp", "--realizations", "1", "--stack", "1", "--methods", "TARNet",
+                  "--device", "cuda"] + TINY)
+    assert main(["ihdp", "--realizations", "1", "--stack", "1", "--methods", "TARNet",
+                 "--device", "cpu", "--out", str(tmp_path)] + TINY) == 0
+    assert "device=cpu" in (tmp_path / "ihdp.md").read_text()
+
+
 def test_worker_processes_give_the_same_results(tmp_path):
     """--workers 2 runs stacks and baseline fits in two spawned processes: same numbers as
     inline, and the per-method wall time is reported."""

@@ -74,7 +74,8 @@ def fit_cfr_stacked(method: str, x, t, ys, units, eval_rows=None, *, settings: d
     x : array (n, d) shared covariates; t : array (n,) or (K, n); ys : array (K, n)
     units : int array (K, m) rows each dataset is fitted on
     eval_rows : array of row indices on which effects are returned (default all rows)
-    settings : dict with ``alpha_wass``, ``alpha_mmd``, ``n_iter``, ``tiny``
+    settings : dict with ``alpha_wass``, ``alpha_mmd``, ``n_iter``, ``tiny`` (and optionally
+        ``device``, default ``"cpu"``)
     seed : random_state of the stack
 
     Returns
@@ -86,7 +87,8 @@ def fit_cfr_stacked(method: str, x, t, ys, units, eval_rows=None, *, settings: d
         raise ValueError(f"{method!r} is not a CFR-family method")
     cls, kw = cfr_params(method, alpha_wass=settings["alpha_wass"],
                          alpha_mmd=settings["alpha_mmd"], n_iter=settings["n_iter"],
-                         tiny=settings["tiny"], seed=seed)
+                         tiny=settings["tiny"], seed=seed,
+                         device=settings.get("device", "cpu"))
     x_eval = x if eval_rows is None else x[eval_rows]
     start = time.perf_counter()
     with _quiet():

@@ -60,6 +60,8 @@ def _common(p: argparse.ArgumentParser, *, methods: bool = True):
     p.add_argument("--alpha-mmd", type=float, default=DEFAULT_ALPHA_MMD,
                    help=f"alpha of CFR-MMD (default {DEFAULT_ALPHA_MMD})")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--device", default="cpu",
+                   help='device of the CFR/TARNet stacks: "cpu" (default), "cuda" or "auto"')
     p.add_argument("--workers", type=int, default=1,
                    help="worker processes fitting stacks / baselines in parallel, each with "
                         "--threads torch threads (default 1: inline). On a quiet 2-core machine "
@@ -123,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _settings(args) -> dict:
     return dict(n_iter=args.n_iter, tiny=args.tiny, alpha_wass=args.alpha_wass,
-                alpha_mmd=args.alpha_mmd)
+                alpha_mmd=args.alpha_mmd, device=args.device)
 
 
 def main(argv=None) -> int:

@@ -232,16 +232,16 @@ def make_baseline(method: str, *, binary: bool, seed: int, tiny: bool = False) -
 
 
 def cfr_params(method: str, *, alpha_wass: float, alpha_mmd: float, n_iter: int | None,
-               tiny: bool, seed: int) -> tuple[type, dict]:
+               tiny: bool, seed: int, device: str = "cpu") -> tuple[type, dict]:
     """Estimator class and keyword arguments of a CFR-family method.
 
     ``TARNet`` is CFR with ``alpha = 0``; ``CFR-Wass`` uses the entropic Wasserstein IPM and
     ``CFR-MMD`` the squared linear MMD (Sec. 4). Everything else is the estimator's default
-    (the paper's IHDP configuration), except ``n_iter`` and the ``tiny`` network.
+    (the paper's IHDP configuration), except ``n_iter``, the ``tiny`` network and ``device``.
     """
     from ..estimator import CFR, TARNet
 
-    kw: dict = dict(random_state=seed, verbose=0)
+    kw: dict = dict(random_state=seed, verbose=0, device=device)
     if tiny:
         kw.update(TINY_NET)
     if n_iter is not None:
