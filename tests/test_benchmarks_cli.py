@@ -137,6 +137,7 @@ def test_refuters_end_to_end(tmp_path):
     assert (raw["stacks"] == 1).all() and (raw["simulations"] == 2).all()
     assert list(raw["seeds"]) == ["original", "spread"]
     assert np.isfinite(raw[["seconds", "relative", "p_value", "sim_sd"]].to_numpy()).all()
-    assert "random_common_cause" in (tmp_path / "refuters.md").read_text()
+    md = (tmp_path / "refuters.md").read_text()
+    assert "random_common_cause" in md and "device cpu" in md
     with pytest.raises(SystemExit):
         main(["refuters", "--refuters", "add_unobserved_common_cause"])

@@ -43,11 +43,15 @@ def add_parser(sub) -> None:
                    help="DoWhy's own per-simulation loop instead of the stack (slow)")
     p.add_argument("--seed", type=int, default=0, help="random_state of CFR and random_seed "
                                                        "of the refuters (default 0)")
+    p.add_argument("--device", default="cpu",
+                   help='device of the estimate and its stacked simulations: "cpu" (default), '
+                        '"cuda" or "auto"')
     p.add_argument("--out", metavar="DIR", default=None)
     add_threads_argument(p)
 
 
-def ihdp_estimate(realization: int = 1, *, seed: int = 0, n_iter=None, method="backdoor.cfr"):
+def ihdp_estimate(realization: int = 1, *, seed: int = 0, n_iter=None, method="backdoor.cfr",
+                  device="cpu"):
     """(CausalModel, estimand, CFR estimate) for IHDP ``realization`` as in the demo."""
     from dowhy import CausalModel
 
@@ -58,7 +62,7 @@ def ihdp_estimate(realization: int = 1, *, seed: int = 0, n_iter=None, method="b
     model = CausalModel(data=df, treatment="t", outcome="y", common_causes=covariates)
     estimand = model.identify_effect(method_name="maximal-adjustment",
                                      proceed_when_unidentifiable=True)
-    init = {"random_state": seed, "verbose": 0}
+    init = {"random_state": seed, "verbose": 0, "device": device}
     if n_iter is not None:
         init["n_iter"] = n_iter
     estimate = model.estimate_effect(estimand, method_name=method,
@@ -94,7 +98,7 @@ def run_command(args) -> str:
     warnings.filterwarnings("ignore", category=FutureWarning)
     start = time.perf_counter()
     model, estimand, estimate = ihdp_estimate(args.realization, seed=args.seed,
-                                              n_iter=args.n_iter)
+                                              n_iter=args.n_iter, device=args.device)
     fit_seconds = time.perf_counter() - start
     with sr.stacking_options(enabled=not args.dowhy_loop, steps=steps, seeds=args.seeds):
         table = refute_all(model, estimand, estimate, refuters, simulations=args.simulations,
@@ -102,7 +106,8 @@ def run_command(args) -> str:
     cfr = estimate.estimator.estimator
     md = (f"IHDP realization {args.realization}: CFR estimate {estimate.value:.4f} (fit "
           f"{fit_seconds:.1f} s, best step {int(cfr.best_iteration_[0])}); "
-          f"{args.simulations} simulations per refuter, torch threads {args.threads}\n\n"
+          f"{args.simulations} simulations per refuter, torch threads {args.threads}, "
+          f"device {args.device}\n\n"
           + _markdown(table))
     report.write_outputs(args.out, "refuters", table, table, md)
     return md
