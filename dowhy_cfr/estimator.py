@@ -99,9 +99,8 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
         when every outcome is 0 or 1. For binary outcomes effects are differences of
         probabilities.
     model_final : sklearn regressor or None, default None
-        Only used when ``W`` is passed to ``fit``: CATE is then a function of ``X`` alone, so the
-        unit-level effects ``tau(x_i, w_i)`` are regressed on ``x_i`` with this model. None uses
-        ``HistGradientBoostingRegressor()``.
+        Only used with ``W`` in ``fit``: CATE is then a function of ``X`` alone, so the unit-level
+        effects ``tau(x_i, w_i)`` are regressed on ``x_i`` (None: HistGradientBoostingRegressor).
     n_ensemble : int, default 1
         Number of networks trained (stacked, in one pass) from different seeds and validation
         splits; effects are averaged over them.
@@ -120,9 +119,10 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
     random_state : int, RandomState or None, default None
         Seed of the weights, the validation split and the mini-batch order.
     device : {"cpu", "cuda", "auto"}, default "cpu"
+        Where the networks train ("auto": CUDA if available). A GPU pays from stacks of about
+        ten models or batches of ~1,000; one default fit is faster on the CPU (docs/scaling.md).
     verbose : int, default 1
-        1 shows a progress bar in interactive sessions (terminal or notebook), 2 always,
-        0 never.
+        1: a progress bar in interactive sessions (terminal or notebook); 2: always; 0: never.
 
     Attributes
     ----------
