@@ -29,6 +29,7 @@ def data(n=20_000, d=25, seed=0):
 
 def ms_per_step(device: str, batch: int, k: int, steps: int) -> float:
     x, t, y, tr, va = data()
+
     def run(n_iter):
         cfg = CFRConfig(batch_size=batch, n_iter=n_iter, eval_every=n_iter, patience=None)
         train_cfr(x, t, y, train_idx=tr.expand(k, -1), val_idx=va.expand(k, -1), config=cfg,

@@ -142,5 +142,5 @@ def _settings_line(settings: dict, stack: int) -> str:
     n_iter = report.n_iter_label(settings["n_iter"])
     return (f"Settings: n_iter={n_iter}, tiny={settings['tiny']}, alpha (CFR-Wass)="
             f"{settings['alpha_wass']}, alpha (CFR-MMD)={settings['alpha_mmd']}, "
-            f"stack={stack}, device={settings.get('device', 'cpu')}. Time = wall seconds per realization (stacked passes divided by "
-            f"their size).")
+            f"stack={stack}, device={settings.get('device', 'cpu')}. Time = wall seconds per "
+            f"realization (stacked passes divided by their size).")
