@@ -269,9 +269,11 @@ def test_early_stopping_keeps_best_checkpoint(relative_patience):
     assert res.stopped[0]
     best = int(np.argmin(h["val_objective"][1:, 0])) + 1  # step 0 is never selected
     assert h["step"][best] == res.best_step[0]
-    # stops at the first evaluation max(patience * eval_every, relative_patience * best step)
-    # steps after the best one
-    wait = max(3 * 10, relative_patience * res.best_step[0])
+    # stops at the first evaluation max(min_wait, relative_patience * best step) steps after the
+    # best one; min_wait: patience * eval_every = 30 steps, or 7 epochs of 140 units in batches
+    # of 32, 31 steps
+    assert cfg.min_wait(len(tr)) == 31
+    wait = max(cfg.min_wait(len(tr)), relative_patience * res.best_step[0])
     assert h["step"][-1] == res.best_step[0] + int(np.ceil(wait / 10) * 10)
     # the kept network reproduces the best validation objective
     out = predict(res.net, x)[0]
@@ -280,6 +282,40 @@ def test_early_stopping_keeps_best_checkpoint(relative_patience):
     w = torch.where(t[va] == 1, 1 / (2 * u), 1 / (2 * (1 - u)))
     val_loss = float((w * (pred - y[va]) ** 2).mean())
     assert val_loss == pytest.approx(h["val_loss"][best, 0], rel=1e-4)
+
+
+def test_early_stopping_waits_at_least_seven_epochs():
+    """The floor of the wait: patience * eval_every steps (100 by default) or MIN_WAIT_EPOCHS
+    passes over the training split, whichever is longer; the step floor alone for a stream."""
+    from dowhy_cfr.core.config import MIN_WAIT_EPOCHS
+
+    cfg = CFRConfig()  # patience 10, eval_every 10, batch_size 100
+    assert MIN_WAIT_EPOCHS == 7
+    assert cfg.min_wait(470) == 100  # IHDP's training split: 7 epochs are 33 steps
+    assert cfg.min_wait(1400) == 100  # n = 2,000: 98 steps
+    assert cfg.min_wait(7000) == 490  # n = 10,000: 100 steps would be 1.4 epochs
+    assert cfg.min_wait(None) == 100  # a stream of unknown size
+    assert CFRConfig(patience=None).min_wait(7000) is None  # never stops
+    assert CFRConfig(patience=80).min_wait(7000) == 800
+
+
+def test_a_large_training_split_waits_its_epochs():
+    """A model whose best came early waits 7 passes over a large training split, not the
+    100-step floor: with 2,000 training units in batches of 20 (700 steps), it stops no earlier
+    than 700 steps after its best evaluation."""
+    g = torch.Generator().manual_seed(3)
+    n = 2600
+    x = torch.randn(n, 4, generator=g)
+    t = (torch.rand(n, generator=g) < 0.5).long()
+    y = 0.1 * torch.randn(n, generator=g)  # pure noise: the best comes early
+    tr, va = torch.arange(2000), torch.arange(2000, n)
+    cfg = CFRConfig(**{**SMALL, "batch_size": 20, "n_iter": 3000, "eval_every": 10,
+                       "patience": 2, "learning_rate": 0.01})
+    assert cfg.min_wait(2000) == 700
+    res = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg, seeds=[0])
+    assert res.stopped[0]
+    assert res.n_steps - res.best_step[0] >= 700
+    assert res.n_steps < 3000
 
 
 def test_auto_step_limit_is_150_epochs_within_1500_to_3000_steps():

@@ -20,20 +20,21 @@ __all__ = ["Checkpoints", "adam", "compact_stack"]
 class Checkpoints:
     """Best validation objective, its step and its parameters, per model (all ``K``).
 
-    The stopping rule: model k stops once it has gone ``max(patience * eval_every,
-    relative_patience * best_step[k])`` steps without a new best. The wait grows with the training
-    so far: a model whose best came at step 100 is confirmed by step 200, one whose best came at
-    step 1000 gets 1000 more steps. ``patience=None`` never stops (the best of all evaluations is
-    kept, as in the reference code).
+    The stopping rule: model k stops once it has gone ``max(min_wait, relative_patience *
+    best_step[k])`` steps without a new best, with ``min_wait`` from
+    :meth:`CFRConfig.min_wait <dowhy_cfr.core.config.CFRConfig.min_wait>` (``patience *
+    eval_every`` steps, and at least a few passes over the training data). The wait grows with
+    the training so far: a model whose best came at step 100 is confirmed by step 200, one whose
+    best came at step 1000 gets 1000 more steps. ``min_wait=None`` never stops (the best of all
+    evaluations is kept, as in the reference code).
     """
 
-    def __init__(self, net: CFRNet, *, patience: int | None, eval_every: int,
-                 relative_patience: float):
+    def __init__(self, net: CFRNet, *, min_wait: int | None, relative_patience: float):
         k = net.n_models
         self.store = [p.detach().clone() for p in net.parameters()]  # initial weights until a best
         self.objective = np.full(k, np.inf)
         self.step = np.zeros(k, dtype=int)
-        self.min_wait = None if patience is None else patience * eval_every
+        self.min_wait = min_wait
         self.relative_patience = relative_patience
 
     @property

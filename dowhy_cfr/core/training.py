@@ -254,8 +254,8 @@ class StackedRun:
         # pass over hundreds of thousands of rows
         self.n_ipm_val = min(self.val_idx.shape[1], config.max_eval_units)
         self.val_idx = self.val_idx[:, : min(self.val_idx.shape[1], config.max_eval_units * 64)]
-        self.checkpoints = Checkpoints(self.net, patience=config.patience,
-                                       eval_every=config.eval_every,
+        n_train = None if train_idx is None else train_idx.shape[-1]
+        self.checkpoints = Checkpoints(self.net, min_wait=config.min_wait(n_train),
                                        relative_patience=config.relative_patience)
         self.stopped, self.diverged = np.zeros(k, dtype=bool), np.zeros(k, dtype=bool)
         self.running = torch.zeros(2, k, dtype=x.dtype, device=device)  # sums of risk, IPM
