@@ -84,11 +84,11 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
         3,000 steps, ``docs/parameters.md``); share of units held out (stratified) for early
         stopping; steps between evaluations.
     patience : int or None
-        Stop after this many evaluations without improvement of the validation objective; the
-        best checkpoint is kept. None runs all ``n_iter`` steps (still keeping the best).
+        Stop after this many evaluations (and at least 7 epochs) without improvement of the
+        validation objective; the best checkpoint is kept. None runs all ``n_iter`` steps.
     relative_patience : float
-        The wait for a better checkpoint also grows with the training so far: a model stops after
-        ``max(patience * eval_every, relative_patience * best_step)`` steps without improvement.
+        The wait also grows with the training so far: a model stops after ``max(patience *
+        eval_every, 7 epochs, relative_patience * best_step)`` steps without improvement.
     reweight_sample : bool
         Weight units by ``w_i = t_i/(2u) + (1-t_i)/(2(1-u))`` (Algorithm 1, line 2).
     rbf_sigma, wass_lambda, wass_iterations, wass_backprop : float, float, int, bool

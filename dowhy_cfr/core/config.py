@@ -81,7 +81,7 @@ class CFRConfig:
     n_iter: int | str = "auto"
     val_fraction: float = 0.3  # cfrnet val_part
     eval_every: int = 10  # steps between validations (ours; cfrnet output_delay is 100)
-    patience: int | None = 10  # a model stops after max(patience * eval_every, ...
+    patience: int | None = 10  # a model stops after max(patience * eval_every, 7 epochs, ...
     relative_patience: float = 1.0  # ... relative_patience * best step) steps without a new best
     reweight_sample: bool = True  # cfrnet reweight_sample (w_i of Algorithm 1)
     rbf_sigma: float = 0.1  # cfrnet rbf_sigma
