@@ -43,12 +43,13 @@ __all__ = ["SYNTHETIC_METHODS", "CFR_FAMILY", "INTERVAL_METHODS", "ROW_COLUMNS",
            "synthetic_markdown", "add_parsers", "run_command"]
 
 #: Methods of the synthetic benchmark, in table order.
-SYNTHETIC_METHODS = ("CFR", "TARNet", "CFR-ens5", "CFR-plugin", "CFR-cf5", "LinearDML", "CausalForestDML", "DRLearner",
-                     "XLearner", "TLearner")
+SYNTHETIC_METHODS = ("CFR", "TARNet", "CFR-ens5", "CFR-plugin", "CFR-cf5", "CFR-cf2", "LinearDML",
+                     "CausalForestDML", "DRLearner", "XLearner", "TLearner")
 #: dowhy_cfr estimators.
 #: ``CFR-plugin``: ``CFR(debias=None)`` (the heads' plug-in effects, no analytic intervals);
-#: ``CFR-cf5``: five members as cross-fitting folds (``n_ensemble=5, cross_fit=True``).
-CFR_FAMILY = ("CFR", "TARNet", "CFR-ens5", "CFR-plugin", "CFR-cf5")
+#: ``CFR-cf5``/``CFR-cf2``: five/two members as cross-fitting folds (``n_ensemble=5|2,
+#: cross_fit=True``).
+CFR_FAMILY = ("CFR", "TARNet", "CFR-ens5", "CFR-plugin", "CFR-cf5", "CFR-cf2")
 #: Methods with (analytic or forest) intervals without extra options; the default of ``coverage``.
 INTERVAL_METHODS = ("LinearDML", "CausalForestDML", "DRLearner")
 #: Methods whose ``fit`` takes ``W`` (the others see ``[X, W]`` as X on design E).
@@ -91,8 +92,8 @@ def _cfr(method: str, seed: int, settings: dict):
         return CFR(n_ensemble=5, **kw)
     if method == "CFR-plugin":
         return CFR(debias=None, **kw)
-    if method == "CFR-cf5":
-        return CFR(n_ensemble=5, cross_fit=True, **kw)
+    if method in ("CFR-cf5", "CFR-cf2"):
+        return CFR(n_ensemble=int(method[-1]), cross_fit=True, **kw)
     return CFR(**kw)
 
 
