@@ -23,10 +23,10 @@ class Checkpoints:
     The stopping rule: model k stops once it has gone ``max(min_wait, relative_patience *
     best_step[k])`` steps without a new best, with ``min_wait`` from
     :meth:`CFRConfig.min_wait <dowhy_cfr.core.config.CFRConfig.min_wait>` (``patience *
-    eval_every`` steps, and at least a few passes over the training data). The wait grows with
-    the training so far: a model whose best came at step 100 is confirmed by step 200, one whose
-    best came at step 1000 gets 1000 more steps. ``min_wait=None`` never stops (the best of all
-    evaluations is kept, as in the reference code).
+    eval_every`` steps, and at least ``MIN_WAIT_EPOCHS`` passes over the training data). The
+    wait grows with the training so far: a model whose best came at step 100 is confirmed by step
+    200, one whose best came at step 1000 gets 1000 more steps. ``min_wait=None`` never stops
+    (the best of all evaluations is kept, as in the reference code).
     """
 
     def __init__(self, net: CFRNet, *, min_wait: int | None, relative_patience: float):
