@@ -2,6 +2,7 @@
 the path). Fixtures live in conftest.py."""
 
 import numpy as np
+import torch
 
 # Tiny networks and few steps: tests check behaviour, benchmarks check accuracy and speed.
 TINY = dict(
@@ -28,3 +29,19 @@ def make_confounded(n=400, d=5, seed=0, effect_scale=1.0):
     mu0 = 2.0 * X[:, 0] + X[:, 2]
     Y = mu0 + T * tau + rng.normal(scale=0.5, size=n)
     return X, T, Y, tau
+
+
+# Small stacked networks for the core's tests (``train_cfr``); tests override n_iter and the rest.
+CORE_SMALL = dict(n_rep_layers=2, rep_dim=16, n_head_layers=1, head_dim=16, batch_size=32,
+                  n_iter=60, eval_every=20)
+
+
+def core_data(n=200, seed=0):
+    """Tensors for ``train_cfr``: x (n, 4), confounded 0/1 t, y with effect 1 + x1, and a random
+    140 / n - 140 split into training and validation rows."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 4, generator=g)
+    t = (torch.rand(n, generator=g) < torch.sigmoid(x[:, 0])).long()
+    y = x[:, 0] + t * (1 + x[:, 1]) + 0.1 * torch.randn(n, generator=g)
+    perm = torch.randperm(n, generator=g)
+    return x, t, y, perm[:140], perm[140:]

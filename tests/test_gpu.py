@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from dowhy_cfr import CFR, CFRBootstrapInference
-from helpers import TINY, make_confounded
+from helpers import CORE_SMALL, TINY, core_data, make_confounded
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -37,19 +37,6 @@ def test_auto_device_falls_back_to_cpu():
     assert est.fitted_.members.net.rep_weights[0].device.type == expected
 
 
-def _core_data(n=200, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, 4, generator=g)
-    t = (torch.rand(n, generator=g) < torch.sigmoid(x[:, 0])).long()
-    y = x[:, 0] + t * (1 + x[:, 1]) + 0.1 * torch.randn(n, generator=g)
-    perm = torch.randperm(n, generator=g)
-    return x, t, y, perm[:140], perm[140:]
-
-
-CORE = dict(n_rep_layers=2, rep_dim=16, n_head_layers=1, head_dim=16, batch_size=32,
-            eval_every=20)
-
-
 @cuda
 @pytest.mark.parametrize("ipm", ["wass", "mmd2_lin", "mmd2_rbf", "wass2"])
 def test_cuda_stacked_training_matches_separate_fits(ipm):
@@ -62,9 +49,9 @@ def test_cuda_stacked_training_matches_separate_fits(ipm):
     H100 stacked and single differed by 0.32 (seeds 11 and 22: 4e-6, 2e-5). Over 100 steps the
     same CPU perturbation moves the outputs of seeds 11, 22, 33 by at most 5e-5."""
     from dowhy_cfr.core import CFRConfig, predict, train_cfr
-    x, t, y, tr, va = _core_data()
+    x, t, y, tr, va = core_data()
     cfg = CFRConfig(alpha=0.5, ipm=ipm, rbf_sigma=1.0,
-                    **{**CORE, "n_iter": 100, "learning_rate": 3e-3, "patience": None})
+                    **{**CORE_SMALL, "n_iter": 100, "learning_rate": 3e-3, "patience": None})
     seeds = [11, 22, 33]
     stacked = train_cfr(x, t, y, train_idx=tr.expand(3, -1), val_idx=va.expand(3, -1),
                         config=cfg, seeds=seeds, device="cuda")
@@ -82,8 +69,8 @@ def test_cuda_stacked_training_matches_separate_fits(ipm):
 @cuda
 def test_cuda_diverging_model_leaves_the_others_untouched():
     from dowhy_cfr.core import CFRConfig, predict, train_cfr
-    x, t, y, tr, va = _core_data()
-    cfg = CFRConfig(**{**CORE, "n_iter": 200, "eval_every": 10, "patience": 3})
+    x, t, y, tr, va = core_data()
+    cfg = CFRConfig(**{**CORE_SMALL, "n_iter": 200, "eval_every": 10, "patience": 3})
     with pytest.warns(RuntimeWarning, match=r"model\(s\) \[1\] became non-finite"):
         res = train_cfr(x, t, y, train_idx=tr.expand(3, -1), val_idx=va.expand(3, -1),
                         config=cfg, seeds=[1, 2, 3], weight_decay=[1e-4, 1e39, 1e-4],

@@ -8,18 +8,7 @@ from dowhy_cfr.core import CFRConfig, CFRNet, predict, sample_weights, train_cfr
 from dowhy_cfr.core.batches import InMemoryBatches, arm_counts
 from dowhy_cfr.core.objective import factual_loss
 from dowhy_cfr.core.training import TrainingDivergedError, factual
-
-SMALL = dict(n_rep_layers=2, rep_dim=16, n_head_layers=1, head_dim=16, batch_size=32,
-             n_iter=60, eval_every=20)
-
-
-def _data(n=200, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, 4, generator=g)
-    t = (torch.rand(n, generator=g) < torch.sigmoid(x[:, 0])).long()
-    y = x[:, 0] + t * (1 + x[:, 1]) + 0.1 * torch.randn(n, generator=g)
-    perm = torch.randperm(n, generator=g)
-    return x, t, y, perm[:140], perm[140:]
+from helpers import CORE_SMALL, core_data
 
 
 def test_sample_weights_formula():
@@ -130,13 +119,13 @@ def test_stacked_models_with_other_arm_counts_equal_separate_fits(ipm):
     in the stack; each still computes exactly what it computes alone. The stack trains with
     equal counts next to each other (here models 0, 2, 1) and returns everything in the
     caller's order: networks, best steps, history, and the model indices of the reports."""
-    data = [_data(seed=s) for s in (0, 3, 0)]
+    data = [core_data(seed=s) for s in (0, 3, 0)]
     x, t, y = (torch.stack([d[i] for d in data]) for i in range(3))
     t[1, :60] = 0  # model 1: a much smaller treated share -> other counts
     y[2] = y[2] + 0.5  # model 2: the arms of model 0, another outcome
     tr, va = data[0][3], data[0][4]
     cfg = CFRConfig(alpha=0.5, ipm=ipm, rbf_sigma=1.0,
-                    **{**SMALL, "n_iter": 200, "learning_rate": 3e-3, "patience": 2})
+                    **{**CORE_SMALL, "n_iter": 200, "learning_rate": 3e-3, "patience": 2})
     seeds = [5, 6, 7]
     reports = []
     stacked = train_cfr(x, t, y, train_idx=tr.expand(3, -1), val_idx=va.expand(3, -1),
@@ -193,9 +182,9 @@ def test_stacked_training_equals_separate_fits(ipm):
     """Bit for bit: every model's arithmetic has the same shapes in a stack as alone (the
     Wasserstein term used to pad groups to the stack's largest, which drifted to 0.27 in the
     parameters after 300 steps at lr 3e-3)."""
-    x, t, y, tr, va = _data()
+    x, t, y, tr, va = core_data()
     cfg = CFRConfig(alpha=0.5, ipm=ipm, rbf_sigma=1.0,
-                    **{**SMALL, "n_iter": 300, "learning_rate": 3e-3, "patience": None})
+                    **{**CORE_SMALL, "n_iter": 300, "learning_rate": 3e-3, "patience": None})
     seeds = [11, 22, 33]
     k = len(seeds)
     stacked = train_cfr(x, t, y, train_idx=tr.expand(k, -1), val_idx=va.expand(k, -1),
@@ -213,8 +202,8 @@ def test_stacked_training_equals_separate_fits(ipm):
 def test_stack_compaction_after_early_stops_keeps_models_identical():
     """Members stop at different evaluations; the stack drops them and the rest continue
     exactly as they would alone."""
-    x, t, y, tr, va = _data()
-    cfg = CFRConfig(**{**SMALL, "n_iter": 600, "eval_every": 10, "patience": 2,
+    x, t, y, tr, va = core_data()
+    cfg = CFRConfig(**{**CORE_SMALL, "n_iter": 600, "eval_every": 10, "patience": 2,
                        "learning_rate": 0.01})
     seeds = [1, 2, 3, 4]
     stacked = train_cfr(x, t, y, train_idx=tr.expand(4, -1), val_idx=va.expand(4, -1),
@@ -235,22 +224,22 @@ def test_stack_compaction_after_early_stops_keeps_models_identical():
 
 
 def test_per_model_data_and_alpha_overrides():
-    x, t, y, tr, va = _data()
-    x2, t2, y2, _, _ = _data(seed=1)
-    cfg = CFRConfig(**SMALL)
+    x, t, y, tr, va = core_data()
+    x2, t2, y2, _, _ = core_data(seed=1)
+    cfg = CFRConfig(**CORE_SMALL)
     res = train_cfr(torch.stack([x, x2]), torch.stack([t, t2]), torch.stack([y, y2]),
                     train_idx=torch.stack([tr, tr]), val_idx=torch.stack([va, va]), config=cfg,
                     seeds=[5, 5], alpha=[0.0, 1.0], per_model_data=True)
     one = train_cfr(x2, t2, y2, train_idx=tr[None], val_idx=va[None],
-                    config=CFRConfig(alpha=1.0, **SMALL), seeds=[5])
+                    config=CFRConfig(alpha=1.0, **CORE_SMALL), seeds=[5])
     h = res.history["val_objective"]
     np.testing.assert_allclose(h[:, 1], one.history["val_objective"][:, 0], rtol=1e-4)
     assert not np.allclose(h[:, 0], h[:, 1])
 
 
 def test_training_is_deterministic():
-    x, t, y, tr, va = _data()
-    cfg = CFRConfig(**SMALL)
+    x, t, y, tr, va = core_data()
+    cfg = CFRConfig(**CORE_SMALL)
     a = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg, seeds=[3])
     b = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg, seeds=[3])
     assert torch.equal(predict(a.net, x), predict(b.net, x))
@@ -260,8 +249,8 @@ def test_training_is_deterministic():
 
 @pytest.mark.parametrize("relative_patience", [0.0, 1.0, 0.5])
 def test_early_stopping_keeps_best_checkpoint(relative_patience):
-    x, t, y, tr, va = _data()
-    cfg = CFRConfig(**{**SMALL, "n_iter": 2000, "eval_every": 10, "patience": 3,
+    x, t, y, tr, va = core_data()
+    cfg = CFRConfig(**{**CORE_SMALL, "n_iter": 2000, "eval_every": 10, "patience": 3,
                        "learning_rate": 0.01, "relative_patience": relative_patience})
     res = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg, seeds=[0])
     h = res.history
@@ -309,7 +298,7 @@ def test_a_large_training_split_waits_its_epochs():
     t = (torch.rand(n, generator=g) < 0.5).long()
     y = 0.1 * torch.randn(n, generator=g)  # pure noise: the best comes early
     tr, va = torch.arange(2000), torch.arange(2000, n)
-    cfg = CFRConfig(**{**SMALL, "batch_size": 20, "n_iter": 3000, "eval_every": 10,
+    cfg = CFRConfig(**{**CORE_SMALL, "batch_size": 20, "n_iter": 3000, "eval_every": 10,
                        "patience": 2, "learning_rate": 0.01})
     assert cfg.min_wait(2000) == 700
     res = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg, seeds=[0])
@@ -335,8 +324,8 @@ def test_auto_step_limit_follows_the_training_split(monkeypatch):
     monkeypatch.setattr(config, "AUTO_MIN_STEPS", 5)
     monkeypatch.setattr(config, "AUTO_EPOCHS", 2)
     monkeypatch.setattr(config, "AUTO_MAX_STEPS", 12)
-    x, t, y, tr, va = _data()
-    cfg = CFRConfig(**{**SMALL, "n_iter": "auto", "eval_every": 5, "patience": None})
+    x, t, y, tr, va = core_data()
+    cfg = CFRConfig(**{**CORE_SMALL, "n_iter": "auto", "eval_every": 5, "patience": None})
     res = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg, seeds=[0])
     assert res.n_steps == int(np.ceil(2 * len(tr) / 32)) == 9  # 2 epochs of 140 units
     assert res.history["step"][-1] == 9  # the last step is evaluated
@@ -344,8 +333,8 @@ def test_auto_step_limit_follows_the_training_split(monkeypatch):
 
 
 def test_history_records_initial_state_and_objective():
-    x, t, y, tr, va = _data()
-    cfg = CFRConfig(**SMALL)
+    x, t, y, tr, va = core_data()
+    cfg = CFRConfig(**CORE_SMALL)
     res = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg, seeds=[0])
     h = res.history
     assert list(h["step"]) == [0, 20, 40, 60]
@@ -357,10 +346,10 @@ def test_history_records_initial_state_and_objective():
 
 
 def test_divergence_is_a_clear_error():
-    x, t, y, tr, va = _data()
+    x, t, y, tr, va = core_data()
     y = y.clone()
     y[0] = float("inf")  # core receives already-validated data; simulate blow-up
-    cfg = CFRConfig(**SMALL)
+    cfg = CFRConfig(**CORE_SMALL)
     with pytest.raises(TrainingDivergedError, match="non-finite"):
         train_cfr(x, t, y, train_idx=tr[None], val_idx=torch.cat([va, tr[:0]])[None],
                   config=cfg, seeds=[0])
@@ -370,8 +359,8 @@ def test_a_diverging_model_leaves_the_others_untouched():
     """K=3 with the middle model at weight_decay=1e39: it fails at once (no checkpoint) and is
     reported; the other two follow exactly their solo trajectories (this used to abort the whole
     stack at step 1)."""
-    x, t, y, tr, va = _data()
-    cfg = CFRConfig(**{**SMALL, "n_iter": 200, "eval_every": 10, "patience": 3})
+    x, t, y, tr, va = core_data()
+    cfg = CFRConfig(**{**CORE_SMALL, "n_iter": 200, "eval_every": 10, "patience": 3})
     seeds = [1, 2, 3]
     with pytest.warns(RuntimeWarning, match=r"model\(s\) \[1\] became non-finite"):
         res = train_cfr(x, t, y, train_idx=tr.expand(3, -1), val_idx=va.expand(3, -1),
@@ -452,11 +441,11 @@ def test_validation_imbalance_on_arm_blocks_equals_the_masked_ipm(ipm):
     have different arm counts."""
     from dowhy_cfr.core.objective import arm_imbalance
 
-    x, t, y, _, _ = _data(n=240, seed=5)
+    x, t, y, _, _ = core_data(n=240, seed=5)
     g = torch.Generator().manual_seed(6)
     perms = torch.stack([torch.randperm(240, generator=g) for _ in range(3)])
     train_idx, val_idx = perms[:, :160], perms[:, 160:]
-    config = CFRConfig(**{**SMALL, "n_iter": 10, "eval_every": 10}, patience=None, ipm=ipm,
+    config = CFRConfig(**{**CORE_SMALL, "n_iter": 10, "eval_every": 10}, patience=None, ipm=ipm,
                        rbf_sigma=1.0)
     res = train_cfr(x, t, y, train_idx=train_idx, val_idx=val_idx, config=config,
                     seeds=[0, 1, 2])
