@@ -277,11 +277,17 @@ def test_block_sinkhorn_passes_gradcheck():
     assert torch.autograd.gradcheck(lambda c: SinkhornDistance.apply(c, lam, 5, True), (cost,))
 
 
-def test_block_sinkhorn_gradient_stays_finite_with_an_outlying_control_unit():
+@pytest.mark.parametrize("case", ["outlier", "coincident"])
+def test_block_sinkhorn_gradient_stays_finite(case):
+    """An outlying control unit (kernel entries at the floor) or a control unit at a treated
+    unit's representation (distance 0, where sqrt has an infinite derivative)."""
     g = torch.Generator().manual_seed(14)
     phi_t = torch.randn(1, 20, 8, generator=g)
     phi_c = torch.randn(1, 20, 8, generator=g)
-    phi_c[0, -1] += 50.0
+    if case == "outlier":
+        phi_c[0, -1] += 50.0
+    else:
+        phi_c[0, 3] = phi_t[0, 5]
     phi_c.requires_grad_(True)
     w = imbalance_blocks(phi_t, phi_c)
     w.sum().backward()

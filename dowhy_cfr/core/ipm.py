@@ -31,6 +31,7 @@ Definitions (Shalit, Johansson & Sontag, 2017, Sec. 4 and supplement):
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from .config import IPM_NAMES, CFRConfig
@@ -251,6 +252,12 @@ class SinkhornDistance(torch.autograd.Function):
     the loop, but with the outer products that make up dW/dK gathered into one matrix product
     (``dK = sum_i u_i g(r_i)^T + g(s_i) v_{i-1}^T``) instead of 2L of them, and no graph of ~300
     small nodes. ``backprop=False`` treats ``T`` as a constant: ``dW/dM = T``.
+
+    The iterations and their chain rule (:func:`_scalings`, :func:`_kernel_gradient`) are ~80
+    matrix-vector products on small blocks: on the CPU they run in numpy (``einsum``), whose
+    per-call cost is a fraction of PyTorch's, which computes each model of a stack exactly as
+    alone (PyTorch's batched matrix-vector products do not), and which never starts BLAS threads
+    beside PyTorch's. On GPUs they run on the tensors.
     """
 
     @staticmethod
@@ -259,49 +266,75 @@ class SinkhornDistance(torch.autograd.Function):
         scaled = eff_lam * cost
         exponent = scaled.amin(2, keepdim=True) - scaled  # row shift: a constant for the plan
         kernel = per_model(torch.exp, exponent.clamp(floor, 0.0))
-        n_t, n_c = cost.shape[1], cost.shape[2]
-        # u as columns (K, n_t, 1), v as rows (K, 1, n_c); matrix-vector products as sums, not
-        # bmm: a batched matrix-vector product rounds differently for K = 1 and in a stack
-        a = torch.tensor(1.0 / n_t, dtype=cost.dtype, device=cost.device)  # the marginals, as
-        b = torch.tensor(1.0 / n_c, dtype=cost.dtype, device=cost.device)  # 0-d tensors
-        us, vs = [], [torch.ones_like(cost[:, :1])]
-        for _ in range(n_iter):
-            us.append(torch.div(a, (kernel * vs[-1]).sum(2, keepdim=True)))
-            vs.append(torch.div(b, (kernel * us[-1]).sum(1, keepdim=True)))
-        plan = us[-1] * kernel * vs[-1]
-        ctx.backprop = backprop
-        ctx.save_for_backward(cost, eff_lam, kernel, plan, exponent >= floor, torch.cat(us, 2),
-                              torch.cat(vs, 1))
+        us, vs = _scalings(_host(kernel), n_iter)
+        plan = _tensor(us[-1]) * kernel * _tensor(vs[-1]).transpose(1, 2)
+        ctx.backprop, ctx.iterates = backprop, (us, vs)
+        ctx.save_for_backward(cost, eff_lam, kernel, plan, exponent >= floor)
         return (plan * cost).sum((1, 2))
 
     @staticmethod
     def backward(ctx, grad):
-        cost, eff_lam, kernel, plan, unclamped, u_all, v_all = ctx.saved_tensors
+        cost, eff_lam, kernel, plan, unclamped = ctx.saved_tensors
         g = grad.view(-1, 1, 1)
         if not ctx.backprop:
             return g * plan, None, None, None
-        n_t, n_c = cost.shape[1], cost.shape[2]
-        us, vs = u_all.split(1, 2), v_all.split(1, 1)
-        # u = a / s and v = b / r (a = 1/n_t, b = 1/n_c): du/ds = -n_t u^2, dv/dr = -n_c v^2
-        du_ds = u_all.square().mul_(-n_t).split(1, 2)
-        dv_dr = v_all.square().mul_(-n_c).split(1, 1)
-        g_plan = g * cost  # dW/dT = M, and T = diag(u_L) K diag(v_L)
-        g_kp = g_plan * kernel
-        g_kernel = g_plan * us[-1] * vs[-1]
-        g_u_plan = (g_kp * vs[-1]).sum(2, keepdim=True)
-        g_v = (g_kp * us[-1]).sum(1, keepdim=True)
-        g_rs, g_ss = [], []  # dK = sum_i u_i g(r_i)^T + g(s_i) v_{i-1}^T
-        for i in range(len(us), 0, -1):
-            g_rs.append(g_v * dv_dr[i])  # v_i = b / r_i,  r_i = K^T u_i
-            g_u = (kernel * g_rs[-1]).sum(2, keepdim=True)
-            g_ss.append((g_u + g_u_plan if i == len(us) else g_u) * du_ds[i - 1])
-            g_v = (kernel * g_ss[-1]).sum(1, keepdim=True)  # s_i = K v_{i-1}
-        left = torch.cat([u_all.flip(2), *g_ss], 2)
-        right = torch.cat([*g_rs, v_all[:, :-1].flip(1)], 1)
-        g_kernel = torch.baddbmm(g_kernel, left, right)
+        g_kernel = _tensor(_kernel_gradient(_host(kernel), _host(g * cost), *ctx.iterates))
         # K = exp(shift - lam M) with a constant shift; no gradient where the floor clamps
         g_cost = g * plan - eff_lam * torch.where(unclamped, g_kernel * kernel, 0.0)
         return g_cost, None, None, None
+
+
+def _host(t: torch.Tensor):
+    """A numpy view of a CPU tensor; tensors on other devices as they are."""
+    return t.detach().numpy() if t.device.type == "cpu" else t
+
+
+def _tensor(a) -> torch.Tensor:
+    return torch.from_numpy(a) if isinstance(a, np.ndarray) else a
+
+
+def _matmul(a, b):
+    """``a @ b`` for stacks (K, n, m) x (K, m, p): numpy's ``einsum`` (model by model the same
+    for any K, no BLAS threads) or, for tensors, PyTorch's product."""
+    return np.einsum("kij,kjl->kil", a, b) if isinstance(a, np.ndarray) else a @ b
+
+
+def _scalings(kernel, n_iter: int):
+    """Supplement Algorithm 2's iterates ``u_1..u_L`` (K, n_t, 1) and ``v_0..v_L`` (K, n_c, 1):
+    ``v_0 = 1``, ``u_i = a / (K v_{i-1})``, ``v_i = b / (K^T u_i)``, ``a = 1/n_t``, ``b = 1/n_c``."""
+    a, b = 1.0 / kernel.shape[1], 1.0 / kernel.shape[2]
+    kernel_t = kernel.swapaxes(1, 2)
+    us, vs = [], [kernel_t[:, :, :1] * 0 + 1]
+    for _ in range(n_iter):
+        us.append(a / _matmul(kernel, vs[-1]))
+        vs.append(b / _matmul(kernel_t, us[-1]))
+    return us, vs
+
+
+def _kernel_gradient(kernel, g_plan, us, vs):
+    """dW/dK through ``T = diag(u_L) K diag(v_L)`` and the L iterations, given ``g_plan = dW/dT``.
+
+    With ``s_i = K v_{i-1}`` and ``r_i = K^T u_i``, ``u_i = a / s_i`` and ``v_i = b / r_i`` give
+    ``du_i/ds_i = -n_t u_i^2`` and ``dv_i/dr_i = -n_c v_i^2``; then ``dK = g_plan u_L v_L^T +
+    sum_i u_i g(r_i)^T + g(s_i) v_{i-1}^T``, the sum as one matrix product."""
+    n_t, n_c = kernel.shape[1], kernel.shape[2]
+    kernel_t = kernel.swapaxes(1, 2)
+    g_kp = g_plan * kernel
+    g_u_plan = _matmul(g_kp, vs[-1])  # through u_L and v_L in T
+    g_v = _matmul(g_kp.swapaxes(1, 2), us[-1])
+    g_rs, g_ss = [], []
+    for i in range(len(us), 0, -1):
+        g_rs.append(g_v * (vs[i] * vs[i] * -n_c))  # g(r_i) = dW/dv_i dv_i/dr_i
+        g_u = _matmul(kernel, g_rs[-1])  # dW/du_i through r_i = K^T u_i
+        if i == len(us):
+            g_u = g_u + g_u_plan
+        g_ss.append(g_u * (us[i - 1] * us[i - 1] * -n_t))  # g(s_i) = dW/du_i du_i/ds_i
+        g_v = _matmul(kernel_t, g_ss[-1])  # dW/dv_{i-1} through s_i = K v_{i-1}
+    left = [*us[::-1], *g_ss]  # columns (K, n_t, 1): u_L..u_1, g(s_L)..g(s_1)
+    right = [*g_rs, *vs[-2::-1]]  # columns (K, n_c, 1): g(r_L)..g(r_1), v_{L-1}..v_0
+    stack = np.concatenate if isinstance(kernel, np.ndarray) else torch.cat
+    return g_plan * us[-1] * vs[-1].swapaxes(1, 2) + _matmul(
+        stack(left, 2), stack(right, 2).swapaxes(1, 2))
 
 
 def _stable_kernel(scaled_cost: torch.Tensor, pair: torch.Tensor) -> torch.Tensor:

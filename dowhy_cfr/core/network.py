@@ -36,6 +36,8 @@ def _stacked_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -
 
     x: (*lead, B, i), weight: (*lead, i, o), bias: (*lead, 1, o) -> (*lead, B, o).
     """
+    if weight.dim() == 3:  # one leading (model) axis: no reshapes, which autograd would record
+        return torch.baddbmm(bias, x, weight)
     lead = weight.shape[:-2]
     flat = math.prod(lead)
     out = torch.baddbmm(
