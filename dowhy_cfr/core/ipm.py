@@ -230,58 +230,78 @@ def wasserstein_blocks(phi_t: torch.Tensor, phi_c: torch.Tensor, *,
 
     With ``M`` the cost block, ``K = exp(-lam / mean(M) * M)`` (each row scaled to a largest entry
     of 1), ``n_iter`` iterations of ``u = (1/n_t) / (K v)``, ``v = (1/n_c) / (K^T u)`` and
-    ``W = sum_ij u_i K_ij v_j M_ij``. Returns (K,).
+    ``W = sum_ij u_i K_ij v_j M_ij``. Returns (K,). See :class:`SinkhornDistance`.
     """
-    d2 = pairwise_sq_dists(phi_t, phi_c)
-    cost = d2 if squared else torch.sqrt(d2.clamp_min(_SQRT_FLOOR))
-    eff_lam = (lam / cost.detach().mean((1, 2)).clamp_min(1e-12)).view(-1, 1, 1)
-    return SinkhornDistance.apply(cost, eff_lam, int(n_iter), bool(backprop))
+    return SinkhornDistance.apply(phi_t, phi_c, float(lam), int(n_iter), bool(backprop),
+                                  bool(squared))
 
 
 class SinkhornDistance(torch.autograd.Function):
-    """``W = <T, M>`` for a stack of cost blocks ``M`` (K, n_t, n_c), by supplement Algorithm 2,
-    with the gradient of the unrolled iterations written out.
+    """``W = <T, M>`` between the blocks of representations ``phi_t`` (K, n_t, r) and ``phi_c``
+    (K, n_c, r), by supplement Algorithm 2, with its gradient written out.
 
     Forward, per model (``lam`` = the entropic scale over the mean cost, a constant)::
 
+        M   = ||Phi_t,i - Phi_c,j||  (squared: ||.||^2; see pairwise_sq_dists)
         K   = exp(-lam M), each row divided by its largest entry      (no underflow; same plan)
         v_0 = 1;  for i = 1..L:  u_i = a / (K v_{i-1}),  v_i = b / (K^T u_i)    a = 1/n_t, b = 1/n_c
         T   = diag(u_L) K diag(v_L);   W = sum_ij T_ij M_ij
 
     Backward: the chain rule through the L iterations, in reverse, as autograd would apply it to
     the loop, but with the outer products that make up dW/dK gathered into one matrix product
-    (``dK = sum_i u_i g(r_i)^T + g(s_i) v_{i-1}^T``) instead of 2L of them, and no graph of ~300
-    small nodes. ``backprop=False`` treats ``T`` as a constant: ``dW/dM = T``.
+    (``dK = sum_i u_i g(r_i)^T + g(s_i) v_{i-1}^T``) instead of 2L of them, then through M to the
+    representations (two matrix products). ``backprop=False`` treats ``T`` as a constant:
+    ``dW/dM = T``. One node of the autograd graph instead of ~30 (distances) and ~300 (loop).
 
-    The iterations and their chain rule (:func:`_scalings`, :func:`_kernel_gradient`) are ~80
-    matrix-vector products on small blocks: on the CPU they run in numpy (``einsum``), whose
-    per-call cost is a fraction of PyTorch's, which computes each model of a stack exactly as
-    alone (PyTorch's batched matrix-vector products do not), and which never starts BLAS threads
-    beside PyTorch's. On GPUs they run on the tensors.
+    Between the distances and their gradient, everything works on (n_t x n_c) blocks: ~100 small
+    operations, ~80 of them matrix-vector products. On the CPU they run in numpy (matrix-vector
+    products by ``einsum``), whose per-call cost is a fraction of PyTorch's, which computes each
+    model of a stack exactly as alone (PyTorch's batched matrix-vector products do not), and
+    which never starts BLAS threads beside PyTorch's. On GPUs the same code runs on the tensors.
     """
 
     @staticmethod
-    def forward(ctx, cost, eff_lam, n_iter, backprop):
-        floor = _SINKHORN_FLOOR.get(cost.dtype, _SINKHORN_FLOOR_32)
+    def forward(ctx, phi_t, phi_c, lam, n_iter, backprop, squared):
+        floor = _SINKHORN_FLOOR.get(phi_t.dtype, _SINKHORN_FLOOR_32)
+        d2 = _host(pairwise_sq_dists(phi_t, phi_c))
+        xp = _namespace(d2)
+        cost = d2 if squared else xp.sqrt(xp.clip(d2, _SQRT_FLOOR, None))
+        eff_lam = (lam / xp.clip(cost.mean(axis=(1, 2)), 1e-12, None)).reshape(-1, 1, 1)
         scaled = eff_lam * cost
-        exponent = scaled.amin(2, keepdim=True) - scaled  # row shift: a constant for the plan
-        kernel = per_model(torch.exp, exponent.clamp(floor, 0.0))
-        us, vs = _scalings(_host(kernel), n_iter)
-        plan = _tensor(us[-1]) * kernel * _tensor(vs[-1]).transpose(1, 2)
-        ctx.backprop, ctx.iterates = backprop, (us, vs)
-        ctx.save_for_backward(cost, eff_lam, kernel, plan, exponent >= floor)
-        return (plan * cost).sum((1, 2))
+        exponent = xp.amin(scaled, axis=2, keepdims=True) - scaled  # row shift: same plan
+        kernel = xp.exp(xp.clip(exponent, floor, 0.0))
+        us, vs = _scalings(kernel, n_iter)
+        plan = us[-1] * kernel * vs[-1].swapaxes(1, 2)
+        ctx.save_for_backward(phi_t, phi_c)
+        ctx.blocks = (d2, cost, eff_lam, kernel, plan, exponent >= floor, us, vs)
+        ctx.backprop, ctx.squared = backprop, squared
+        return _tensor((plan * cost).sum(axis=(1, 2)))
 
     @staticmethod
     def backward(ctx, grad):
-        cost, eff_lam, kernel, plan, unclamped = ctx.saved_tensors
-        g = grad.view(-1, 1, 1)
-        if not ctx.backprop:
-            return g * plan, None, None, None
-        g_kernel = _tensor(_kernel_gradient(_host(kernel), _host(g * cost), *ctx.iterates))
-        # K = exp(shift - lam M) with a constant shift; no gradient where the floor clamps
-        g_cost = g * plan - eff_lam * torch.where(unclamped, g_kernel * kernel, 0.0)
-        return g_cost, None, None, None
+        d2, cost, eff_lam, kernel, plan, unclamped, us, vs = ctx.blocks
+        xp = _namespace(d2)
+        g = _host(grad).reshape(-1, 1, 1)
+        g_cost = g * plan  # dW/dM with T held fixed
+        if ctx.backprop:
+            g_kernel = _kernel_gradient(kernel, g * cost, us, vs)  # dW/dT = M
+            # K = exp(shift - lam M) with a constant shift; no gradient where the floor clamps
+            g_cost = g_cost - eff_lam * xp.where(unclamped, g_kernel * kernel, 0.0)
+        # M = sqrt(max(d2, floor)) or d2 = max(.., 0): no gradient below the floor
+        g_cost = (xp.where(d2 > 0.0, g_cost, 0.0) if ctx.squared
+                  else xp.where(d2 >= _SQRT_FLOOR, g_cost * 0.5 / cost, 0.0))
+        return (*_distance_gradient(*ctx.saved_tensors, _tensor(g_cost)), None, None, None, None)
+
+
+def _distance_gradient(phi_t, phi_c, g_d2):
+    """The gradients of ``phi_t`` and ``phi_c`` from ``g_d2 = dW/d(d2)`` (K, n_t, n_c), with
+    ``d2_ij = |a_i|^2 + |b_j|^2 - 2 a_i.b_j`` on the centred rows (the centre is a constant shift,
+    :func:`pairwise_sq_dists`): ``dW/da_i = 2 (a_i sum_j g_ij - sum_j g_ij b_j)``, likewise b."""
+    centre = phi_t.mean(-2, keepdim=True)
+    a, b = phi_t - centre, phi_c - centre
+    g_a = 2 * (a * g_d2.sum(2, keepdim=True) - torch.bmm(g_d2, b))
+    g_b = 2 * (b * g_d2.sum(1).unsqueeze(-1) - torch.bmm(g_d2.transpose(1, 2), a))
+    return g_a, g_b
 
 
 def _host(t: torch.Tensor):
@@ -291,6 +311,12 @@ def _host(t: torch.Tensor):
 
 def _tensor(a) -> torch.Tensor:
     return torch.from_numpy(a) if isinstance(a, np.ndarray) else a
+
+
+def _namespace(a):
+    """numpy for numpy arrays, torch for tensors: the functions used here (``exp``, ``sqrt``,
+    ``clip``, ``amin``, ``where``, ``ones_like``, ``concatenate``) have the same names in both."""
+    return np if isinstance(a, np.ndarray) else torch
 
 
 def _matmul(a, b):
@@ -304,7 +330,7 @@ def _scalings(kernel, n_iter: int):
     ``v_0 = 1``, ``u_i = a / (K v_{i-1})``, ``v_i = b / (K^T u_i)``, ``a = 1/n_t``, ``b = 1/n_c``."""
     a, b = 1.0 / kernel.shape[1], 1.0 / kernel.shape[2]
     kernel_t = kernel.swapaxes(1, 2)
-    us, vs = [], [kernel_t[:, :, :1] * 0 + 1]
+    us, vs = [], [_namespace(kernel).ones_like(kernel_t[:, :, :1])]
     for _ in range(n_iter):
         us.append(a / _matmul(kernel, vs[-1]))
         vs.append(b / _matmul(kernel_t, us[-1]))
@@ -332,9 +358,9 @@ def _kernel_gradient(kernel, g_plan, us, vs):
         g_v = _matmul(kernel_t, g_ss[-1])  # dW/dv_{i-1} through s_i = K v_{i-1}
     left = [*us[::-1], *g_ss]  # columns (K, n_t, 1): u_L..u_1, g(s_L)..g(s_1)
     right = [*g_rs, *vs[-2::-1]]  # columns (K, n_c, 1): g(r_L)..g(r_1), v_{L-1}..v_0
-    stack = np.concatenate if isinstance(kernel, np.ndarray) else torch.cat
+    stack = _namespace(kernel).concatenate
     return g_plan * us[-1] * vs[-1].swapaxes(1, 2) + _matmul(
-        stack(left, 2), stack(right, 2).swapaxes(1, 2))
+        stack(left, axis=2), stack(right, axis=2).swapaxes(1, 2))
 
 
 def _stable_kernel(scaled_cost: torch.Tensor, pair: torch.Tensor) -> torch.Tensor:
