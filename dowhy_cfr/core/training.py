@@ -254,6 +254,7 @@ class StackedRun:
         # pass over hundreds of thousands of rows
         self.n_ipm_val = min(self.val_idx.shape[1], config.max_eval_units)
         self.val_idx = self.val_idx[:, : min(self.val_idx.shape[1], config.max_eval_units * 64)]
+        self._index_validation_ipm()
         n_train = None if train_idx is None else train_idx.shape[-1]
         self.checkpoints = Checkpoints(self.net, min_wait=config.min_wait(n_train),
                                        relative_patience=config.relative_patience)
@@ -318,7 +319,7 @@ class StackedRun:
 
     @torch.no_grad()
     def validation_eq3(self) -> Eq3Terms:
-        loss_sum, phis, arms = 0.0, [], []
+        loss_sum, phis = 0.0, []
         n_val = self.val_idx.shape[1]
         for start in range(0, n_val, _EVAL_CHUNK):
             idx = self.val_idx[:, start : start + _EVAL_CHUNK]
@@ -328,22 +329,28 @@ class StackedRun:
                                                     self.shares, self.config.loss)
             if start < self.n_ipm_val:  # the IPM on a prefix that holds every arm
                 phis.append(phi_c[:, : self.n_ipm_val - start])
-                arms.append(t_c[:, : self.n_ipm_val - start])
-        imb = self.validation_imbalance(torch.cat(phis, 1), torch.cat(arms, 1))
+        imb = self.validation_imbalance(torch.cat(phis, 1))
         return eq3(loss_sum / n_val, imb, self.net.weight_penalty(self.config.rep_weight_decay),
                    self.alpha, self.wd)
 
     def _block_imbalance(self, blocks, _group) -> torch.Tensor:
         return arm_imbalance_blocks(blocks, self.ipm_kw)
 
-    def validation_imbalance(self, phi: torch.Tensor, arms: torch.Tensor) -> torch.Tensor:
-        """The IPM between the arms of each model's validation units, on arm blocks: each
-        model's rows sorted by arm, models grouped by their arm counts (the treated x control
-        block instead of the whole masked (n x n) matrix: a sixth of the work at 20% treated)."""
-        order = torch.argsort(arms, dim=1, stable=True)
-        phi = phi.gather(1, order.unsqueeze(-1).expand(-1, -1, phi.shape[-1]))
+    def validation_imbalance(self, phi: torch.Tensor) -> torch.Tensor:
+        """The IPM between the arms of each model's validation units (``phi``: the first
+        ``n_ipm_val``), on arm blocks: each model's rows sorted by arm, models grouped by their
+        arm counts (the treated x control block instead of the whole masked (n x n) matrix: a
+        sixth of the work at 20% treated)."""
+        order = self.val_ipm_order.unsqueeze(-1).expand(-1, -1, phi.shape[-1])
+        return self.val_ipm_groups.apply(phi.gather(1, order), self._block_imbalance)
+
+    def _index_validation_ipm(self) -> None:
+        """The arm order and the arm-count groups of the validation IPM's units, which change
+        only when models leave the stack."""
+        arms = self.take(self.t, self.val_idx[:, : self.n_ipm_val])
+        self.val_ipm_order = torch.argsort(arms, dim=1, stable=True)
         counts = _arm_totals(arms, self.n_arms).cpu().numpy()
-        return arm_count_groups(counts, phi.device).apply(phi, self._block_imbalance)
+        self.val_ipm_groups = arm_count_groups(counts, arms.device)
 
     # -- bookkeeping between steps --------------------------------------------------------------
     def after_step(self, step: int, terms: Eq3Terms) -> None:
@@ -397,6 +404,7 @@ class StackedRun:
         self.alpha, self.wd, self.shares = self.alpha[keep_t], self.wd[keep_t], self.shares[keep_t]
         self.val_idx, self.running = self.val_idx[keep_t], self.running[:, keep_t]
         self.live = self.live[keep]
+        self._index_validation_ipm()
 
     def _record(self, step: int, train: np.ndarray, terms: Eq3Terms) -> None:
         """One row per evaluation; models no longer training get NaN."""
