@@ -35,7 +35,6 @@ import numpy as np
 import torch
 
 from .config import IPM_NAMES, CFRConfig
-from .elementwise import per_model
 
 __all__ = [
     "IPM_NAMES",
