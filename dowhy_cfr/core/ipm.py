@@ -114,12 +114,18 @@ def pairwise_sq_dists(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     keeps near-identical representations (distance 1e-4) accurate in float32. Rounding noise
     below zero is clamped.
     """
-    centre = a.detach().mean(-2, keepdim=True)  # a shift: the distances' value and gradient
-    a, b = a - centre, b - centre  # do not depend on it, only their rounding does
+    a, b = _centred(a, b)
     sq_a = a.pow(2).sum(-1)
     sq_b = b.pow(2).sum(-1)
     d2 = torch.baddbmm(sq_a.unsqueeze(-1) + sq_b.unsqueeze(-2), a, b.transpose(1, 2), alpha=-2.0)
     return d2.clamp_min(0.0)
+
+
+def _centred(a: torch.Tensor, b: torch.Tensor):
+    """``a`` and ``b`` shifted by the mean row of ``a``: a constant shift, on which the distances'
+    value and gradient do not depend, only their rounding (:func:`pairwise_sq_dists`)."""
+    centre = a.detach().mean(-2, keepdim=True)
+    return a - centre, b - centre
 
 
 def mmd2_lin(phi, t, valid=None, *, check: bool = True) -> torch.Tensor:
@@ -296,8 +302,7 @@ def _distance_gradient(phi_t, phi_c, g_d2):
     """The gradients of ``phi_t`` and ``phi_c`` from ``g_d2 = dW/d(d2)`` (K, n_t, n_c), with
     ``d2_ij = |a_i|^2 + |b_j|^2 - 2 a_i.b_j`` on the centred rows (the centre is a constant shift,
     :func:`pairwise_sq_dists`): ``dW/da_i = 2 (a_i sum_j g_ij - sum_j g_ij b_j)``, likewise b."""
-    centre = phi_t.mean(-2, keepdim=True)
-    a, b = phi_t - centre, phi_c - centre
+    a, b = _centred(phi_t, phi_c)
     g_a = 2 * (a * g_d2.sum(2, keepdim=True) - torch.bmm(g_d2, b))
     g_b = 2 * (b * g_d2.sum(1).unsqueeze(-1) - torch.bmm(g_d2.transpose(1, 2), a))
     return g_a, g_b
