@@ -113,6 +113,24 @@ def test_factual_heads_equal_the_factual_entries_of_all_heads():
     assert torch.equal(view, one)
 
 
+def test_select_copies_the_chosen_models_only():
+    """``CFRNet.select`` keeps models 2 and 0 of a stack: their weights and outputs, as
+    trainable parameters of their own (changing them leaves the stack untouched)."""
+    net = CFRNet(5, [1, 2, 3, 4], rep_dim=8, head_dim=6)
+    sub = net.select([2, 0])
+    assert sub.n_models == 2 and net.n_models == 4
+    for p, q in zip(net.parameters(), sub.parameters()):
+        assert isinstance(q, torch.nn.Parameter) and q.requires_grad
+        assert torch.equal(q, p[[2, 0]])
+    x = torch.randn(7, 5)
+    assert torch.equal(predict(sub, x), predict(net, x)[[2, 0]])
+    before = [p.detach().clone() for p in net.parameters()]
+    with torch.no_grad():
+        for q in sub.parameters():
+            q.add_(1.0)
+    assert all(torch.equal(p, b) for p, b in zip(net.parameters(), before))
+
+
 @pytest.mark.parametrize("ipm", ["wass", "mmd2_rbf"])
 def test_stacked_models_with_other_arm_counts_equal_separate_fits(ipm):
     """Models whose batches hold other arm counts (other treated shares) form their own groups
