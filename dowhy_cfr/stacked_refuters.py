@@ -320,6 +320,31 @@ def _quiet():
     return stack
 
 
+def _bootstrap_variables_in_data_order(kwargs: dict, estimate) -> dict:
+    """``kwargs`` of DoWhy's bootstrap refuter with the variables it adds noise to listed in the
+    data's column order.
+
+    DoWhy adds the noise to its chosen variables one after the other, in the order of the
+    estimand's adjustment set, which it builds from a set: that order changes with Python's hash
+    seed, i.e. from one process to the next, and with it which column gets which noise draws,
+    so that ``random_seed`` did not reproduce the refutation in a new session. The default
+    ``required_variables=True`` (all of them) and a list of variables to leave out
+    (``["-x1", ...]``) become the same variables in the data's column order; a list of
+    variables to use keeps the caller's order; an int (a random choice by Python's ``random``,
+    which ``random_seed`` does not seed) is left to DoWhy."""
+    required = kwargs.get("required_variables", True)
+    if required is not True and not (isinstance(required, list)
+                                     and all(str(v).startswith("-") for v in required)):
+        return kwargs
+    estimand = kwargs["target_estimand"]
+    chosen = set(list(estimand.get_adjustment_set() or []) +
+                 list(estimand.instrumental_variables or []) +
+                 list(getattr(estimate.estimator, "_effect_modifier_names", None) or []))
+    if required is not True:
+        chosen -= {str(v)[1:] for v in required}
+    return {**kwargs, "required_variables": [c for c in kwargs["data"].columns if c in chosen]}
+
+
 def refute_stacked(method_name: str, data: pd.DataFrame, target_estimand, estimate, *,
                    steps=None, seeds=None, **kwargs):
     """Run DoWhy's refuter ``method_name`` on a CFR/TARNet estimate, all simulations stacked.
@@ -353,6 +378,8 @@ def refute_stacked(method_name: str, data: pd.DataFrame, target_estimand, estima
         seeds = "spread" if method_name == "random_common_cause" else "original"
     refuter = dowhy_refuter(method_name)
     kwargs = {**kwargs, "data": data, "target_estimand": target_estimand, "n_jobs": 1}
+    if method_name == "bootstrap_refuter":
+        kwargs = _bootstrap_variables_in_data_order(kwargs, estimate)
     start, states = time.perf_counter(), _RandomStates(kwargs)
     session = _Session()
     with _quiet():
