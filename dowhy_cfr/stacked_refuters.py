@@ -340,9 +340,11 @@ def _bootstrap_variables_in_data_order(kwargs: dict, estimate) -> dict:
     chosen = set(list(estimand.get_adjustment_set() or []) +
                  list(estimand.instrumental_variables or []) +
                  list(getattr(estimate.estimator, "_effect_modifier_names", None) or []))
-    if required is not True:
-        chosen -= {str(v)[1:] for v in required}
-    return {**kwargs, "required_variables": [c for c in kwargs["data"].columns if c in chosen]}
+    dropped = set() if required is True else {str(v)[1:] for v in required}
+    ordered = [c for c in kwargs["data"].columns if c in chosen - dropped]
+    if not dropped <= chosen or not ordered or len(ordered) != len(chosen - dropped):
+        return kwargs  # DoWhy's own error, or nothing to noise (as DoWhy does it)
+    return {**kwargs, "required_variables": ordered}
 
 
 def refute_stacked(method_name: str, data: pd.DataFrame, target_estimand, estimate, *,

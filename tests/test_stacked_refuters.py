@@ -224,3 +224,5 @@ def test_bootstrap_noise_does_not_depend_on_the_adjustment_sets_order(setup, mon
     assert np.array_equal(first.stacking["estimates"], again.stacking["estimates"])
     dropped = _refute(model, estimand, estimate, "bootstrap_refuter", required_variables=["-x3"])
     assert not np.array_equal(first.stacking["estimates"], dropped.stacking["estimates"])
+    with pytest.raises(ValueError, match="not a valid variable name"):  # DoWhy's own check
+        _refute(model, estimand, estimate, "bootstrap_refuter", required_variables=["-zz"])
