@@ -238,10 +238,10 @@ def _adjustment_set(estimand, data: pd.DataFrame) -> list:
                + list(estimand.outcome_variable) if c not in data.columns]
     if missing:
         raise ValueError(f"columns {missing} of the estimand are not in the data")
-    return _in_data_order(data, adjustment)
+    return in_data_order(data, adjustment)
 
 
-def _in_data_order(data: pd.DataFrame, names) -> list:
+def in_data_order(data: pd.DataFrame, names) -> list:
     """``names`` in the order of the data's columns (DoWhy hands them over as sets, whose order
     changes between interpreter runs: ordered, fits are reproducible)."""
     position = {c: i for i, c in enumerate(data.columns)}
@@ -399,7 +399,7 @@ num_quantiles_to_discretize_cont_cols
                            self._uses_econml_intervals())
         self.reset_encoders()
         if effect_modifier_names is not None:
-            effect_modifier_names = _in_data_order(data, parse_state(effect_modifier_names))
+            effect_modifier_names = in_data_order(data, parse_state(effect_modifier_names))
         self._set_effect_modifiers(data, effect_modifier_names)
         self._econml_fit_params = fit_params
         self._fit_params = fit_params
@@ -408,7 +408,7 @@ num_quantiles_to_discretize_cont_cols
         self._observed_common_causes_names = adjustment
         self._observed_common_causes = (
             self._encode(data[adjustment], "observed_common_causes") if adjustment else None)
-        self._covariate_names = _in_data_order(data, set(self._effect_modifier_names)
+        self._covariate_names = in_data_order(data, set(self._effect_modifier_names)
                                                | set(adjustment))
         if not self._covariate_names:
             raise ValueError("CFR needs covariates to learn a representation, but the estimand has "

@@ -82,7 +82,7 @@ import pandas as pd
 from sklearn.base import clone
 
 from .debiased import default_propensity_models
-from .dowhy_adapter import CFREstimator
+from .dowhy_adapter import CFREstimator, in_data_order
 
 __all__ = ["REFUTERS", "refute_stacked", "stacking_options", "dowhy_refuter", "is_cfr_estimate",
            "explain", "refute_all", "register"]
@@ -341,10 +341,9 @@ def _bootstrap_variables_in_data_order(kwargs: dict, estimate) -> dict:
                  list(estimand.instrumental_variables or []) +
                  list(getattr(estimate.estimator, "_effect_modifier_names", None) or []))
     dropped = set() if required is True else {str(v)[1:] for v in required}
-    ordered = [c for c in kwargs["data"].columns if c in chosen - dropped]
-    if not dropped <= chosen or not ordered or len(ordered) != len(chosen - dropped):
+    if not dropped <= chosen or not chosen - dropped:
         return kwargs  # DoWhy's own error, or nothing to noise (as DoWhy does it)
-    return {**kwargs, "required_variables": ordered}
+    return {**kwargs, "required_variables": in_data_order(kwargs["data"], chosen - dropped)}
 
 
 def refute_stacked(method_name: str, data: pd.DataFrame, target_estimand, estimate, *,
