@@ -18,6 +18,8 @@ Measurements and their commands: ``docs/results.md`` (section "Speed").
 
 from __future__ import annotations
 
+import os
+import platform
 import time
 
 import numpy as np
@@ -255,5 +257,22 @@ def _markdown(table, flops, cfg, params, tiny) -> str:
                f"(each head on its own arm's rows). Settings: {'tiny network, ' if tiny else ''}"
                f"n_iter={params.get('n_iter', cfg.n_iter)}, batch_size={cfg.batch_size}, "
                f"ipm={cfg.ipm}, alpha={cfg.alpha}, eval_every={cfg.eval_every}, "
-               f"patience={cfg.patience}, relative_patience={cfg.relative_patience}."]
+               f"patience={cfg.patience}, relative_patience={cfg.relative_patience}.",
+           "", f"Machine: {machine_line(params['device'])}. Absolute times differ between "
+               "machines: compare versions on one machine, with the plain loop as the yardstick."]
     return "\n".join(md)
+
+
+def machine_line(device: str = "cpu") -> str:
+    """The processor (or GPU), its cores and the torch version, for the benchmark's header."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+        cpu = names[0] if names else cpu
+    except OSError:
+        pass
+    line = f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}"
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        line += f", {torch.cuda.get_device_name()}"
+    return line
