@@ -8,6 +8,7 @@ The estimator keeps the parameters and EconML's API; the fitting is done by
 from __future__ import annotations
 
 import inspect
+import warnings
 
 from econml._cate_estimator import BaseCateEstimator, LinearCateEstimator, TreatmentExpansionMixin
 from sklearn.base import BaseEstimator, clone
@@ -375,10 +376,10 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
     def save(self, path):
         """Save the fitted estimator to one file: JSON configuration + numeric arrays, no pickle.
 
-        ``CFR.load(path)`` restores an estimator that predicts bit-identically. See
-        :mod:`dowhy_cfr._io` for the format. Returns the path.
+        ``CFR.load(path)`` restores an estimator that predicts bit-identically (bootstrap
+        replicas are not saved; a warning says so). Format: :mod:`dowhy_cfr._io`. Returns the path.
         """
-        fitted = self._check_fitted()
+        fitted = _fitted_for_saving(self)
         econml_state = {k: getattr(self, k) for k in _ECONML_STATE if hasattr(self, k)}
         return _io.save(path, type(self).__name__, self.get_params(deep=False), fitted,
                         econml_state)
@@ -388,6 +389,17 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
         """Load an estimator written by :meth:`save` (CPU; move with ``device`` on refit)."""
         name, params, fitted, econml_state = _io.load(path)
         return _saved_class(cls, name, path)(**params)._set_fitted(fitted, econml_state=econml_state)
+
+
+def _fitted_for_saving(est):
+    """``est``'s fitted state, with a warning where bootstrap replicas will not be saved."""
+    fitted = est._check_fitted()
+    if isinstance(getattr(est, "_inference", None), CFRBootstrapInference):
+        warnings.warn("save() does not store the bootstrap replicas of inference='bootstrap': "
+                      "the loaded estimator has the analytic (AIPW) intervals only; refit with "
+                      "inference='bootstrap' after loading for effect_interval",
+                      UserWarning, stacklevel=3)
+    return fitted
 
 
 def _saved_class(cls, name: str, path):

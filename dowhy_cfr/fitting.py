@@ -80,7 +80,11 @@ def alpha_grid(alpha) -> list[float] | None:
 def resolve_device(device) -> torch.device:
     if device is None or device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device={device!r} is invalid: use 'cpu', 'cuda' (or 'cuda:0') or "
+                         f"'auto'") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} was requested but CUDA is not available; use 'cpu'")
     return dev
@@ -247,7 +251,7 @@ def train(est, xw, arms, y, seeds, *, encoding, columns, rows=None, fixed_split=
 
 def check_debias(est) -> None:
     """ValueError naming the debiasing parameter that is invalid (``debias``, ``cross_fit``,
-    ``min_propensity``, ``cv``)."""
+    ``min_propensity``, ``cv``, ``model_final``)."""
     if est.debias not in ("aipw", None):
         raise ValueError(f"debias={est.debias!r} is invalid: use 'aipw' (doubly robust averages) "
                          f"or None (the plug-in mean of the heads' effects)")
@@ -259,6 +263,11 @@ def check_debias(est) -> None:
     if not 0 < float(est.min_propensity) < 0.5:
         raise ValueError(f"min_propensity={est.min_propensity!r} must be in (0, 0.5), e.g. 0.01")
     V.check_int("cv", est.cv, 2)
+    if est.model_final is not None and not (hasattr(est.model_final, "fit")
+                                            and hasattr(est.model_final, "predict")):
+        raise TypeError(f"model_final must be a scikit-learn regressor with fit and predict "
+                        f"(e.g. sklearn.linear_model.LassoCV()) or None; got "
+                        f"{est.model_final!r}")
 
 
 def cross_fit_rows(arms: np.ndarray, k: int, seed: int) -> np.ndarray:

@@ -375,6 +375,8 @@ def refute_stacked(method_name: str, data: pd.DataFrame, target_estimand, estima
         raise TypeError(f"refute_stacked needs an estimate of backdoor.cfr/backdoor.tarnet; got "
                         f"one of {type(getattr(estimate, 'estimator', None)).__name__}. Use "
                         f"DoWhy's refuters for other estimators.")
+    if method_name == "placebo_treatment_refuter":
+        _check_placebo_treatment(data, target_estimand, kwargs.get("placebo_type"))
     if seeds == "auto":
         seeds = "spread" if method_name == "random_common_cause" else "original"
     refuter = dowhy_refuter(method_name)
@@ -400,6 +402,28 @@ def refute_stacked(method_name: str, data: pd.DataFrame, target_estimand, estima
     for res in result if isinstance(result, list) else [result]:
         res.stacking = info
     return result
+
+
+def _check_placebo_treatment(data: pd.DataFrame, target_estimand, placebo_type) -> None:
+    """ValueError with the fix where DoWhy's placebo refuter cannot draw a usable placebo: for a
+    float treatment column its random placebo is drawn from a normal distribution (on 0/1 data
+    all one value); string and categorical columns break inside DoWhy."""
+    for name in getattr(target_estimand, "treatment_variable", None) or []:
+        if name not in data:
+            continue
+        col = data[name]
+        permute = getattr(placebo_type, "value", placebo_type) == "permute"  # str or DoWhy's enum
+        if pd.api.types.is_float_dtype(col) and not permute:
+            raise ValueError(
+                f"placebo_treatment_refuter: DoWhy draws the random placebo of the float "
+                f"treatment column {name!r} from a normal distribution, which is no treatment "
+                f"CFR can fit; store {name!r} as int or bool (e.g. "
+                f"df[{name!r}] = df[{name!r}].astype(int)) or pass placebo_type='permute'")
+        if not (pd.api.types.is_bool_dtype(col) or pd.api.types.is_numeric_dtype(col)):
+            raise ValueError(
+                f"placebo_treatment_refuter: DoWhy cannot draw a placebo for the "
+                f"{col.dtype} treatment column {name!r}; encode it as 0/1 int or bool "
+                f"(e.g. df[{name!r}] = (df[{name!r}] == 'treated').astype(int))")
 
 
 # ----------------------------------------------------------------------------- registration

@@ -277,7 +277,9 @@ def test_cross_fit_uses_out_of_fold_predictions():
 
 @pytest.mark.parametrize("bad, match", [({"debias": "tmle"}, "debias"),
                                         ({"min_propensity": 0.7}, "min_propensity"),
-                                        ({"cv": 1}, "cv")])
+                                        ({"cv": 1}, "cv"),
+                                        ({"model_final": "lasso"}, "model_final"),
+                                        ({"device": "gpu"}, "device='gpu' is invalid")])
 def test_bad_debias_parameters(bad, match):
     X, T, Y, _ = make_confounded(n=100)
     with pytest.raises((ValueError, TypeError), match=match):

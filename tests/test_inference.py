@@ -138,3 +138,13 @@ def test_invalid_replica_steps():
     for bad in ("quick", 0, True, 2.5):
         with pytest.raises(ValueError, match="replica_steps"):
             CFRBootstrapInference(10, replica_steps=bad)
+
+
+def test_saving_a_bootstrap_fit_warns_that_the_replicas_stay_behind(boot, tmp_path):
+    est, X, _, _ = boot
+    with pytest.warns(UserWarning, match="bootstrap replicas"):
+        path = est.save(tmp_path / "b.cfr")
+    loaded = CFR.load(path)
+    assert np.array_equal(loaded.effect(X[:3]), est.effect(X[:3]))
+    with pytest.raises(NotImplementedError, match="inference='bootstrap'"):
+        loaded.effect_interval(X[:3])

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from dowhy import CausalModel
 from dowhy.causal_refuter import CausalRefutation
+from dowhy.causal_refuters.placebo_treatment_refuter import PlaceboType
 from helpers import TINY, make_confounded
 
 import dowhy_cfr  # noqa: F401
@@ -226,3 +227,26 @@ def test_bootstrap_noise_does_not_depend_on_the_adjustment_sets_order(setup, mon
     assert not np.array_equal(first.stacking["estimates"], dropped.stacking["estimates"])
     with pytest.raises(ValueError, match="not a valid variable name"):  # DoWhy's own check
         _refute(model, estimand, estimate, "bootstrap_refuter", required_variables=["-zz"])
+
+
+@pytest.mark.parametrize("kind, placebo_type", [("float", None), ("str", "permute"),
+                                                ("category", None)])
+def test_placebo_on_a_treatment_dowhy_cannot_permute_or_draw_names_the_fix(setup, kind,
+                                                                           placebo_type):
+    """DoWhy's random placebo of a float 0/1 column is all one value (CFR then reported a single-
+    valued T the user never passed); string and categorical columns broke inside DoWhy."""
+    df, _, estimand, estimate = setup
+    bad = df.copy()
+    bad["t"] = {"float": df["t"].astype(float),
+                "str": df["t"].map({0: "control", 1: "treated"}),
+                "category": df["t"].astype("category")}[kind]
+    kwargs = {} if placebo_type is None else {"placebo_type": placebo_type}
+    with pytest.raises(ValueError, match="treatment column 't'.*(int|bool)"):
+        sr.refute_stacked("placebo_treatment_refuter", bad, estimand, estimate,
+                          num_simulations=SIMS, **kwargs)
+    if kind == "float":  # permuting a float 0/1 column is fine
+        res = sr.refute_stacked("placebo_treatment_refuter", bad, estimand, estimate,
+                                treatment_names=["t"], num_simulations=SIMS,
+                                placebo_type=PlaceboType.PERMUTE, random_seed=3)
+        res = res[0] if isinstance(res, list) else res
+        assert np.isfinite(res.new_effect)
