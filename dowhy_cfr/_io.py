@@ -78,6 +78,11 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
     """Write ``fitted`` with the estimator's class name, parameters and EconML's bookkeeping."""
     path = Path(path)
     params = dict(params)
+    if params.get("random_state") is not None and not isinstance(params["random_state"],
+                                                                  (int, np.integer)):
+        raise TypeError(f"save() stores random_state as an int or None; this estimator has "
+                        f"random_state={params['random_state']!r}: set an int seed "
+                        f"(est.set_params(random_state=0)) before fitting, or None")
     model_final = params.pop("model_final")
     model_propensity = params.pop("model_propensity", None)
     members, pre, cols = fitted.members, fitted.preprocessing, fitted.columns
@@ -141,6 +146,9 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
 def _read(path: Path):
     if not path.exists():
         raise FileNotFoundError(f"no saved model at {path}")
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path} is not a saved dowhy_cfr model (not a zip file); models are "
+                         f"written by CFR.save")
     with zipfile.ZipFile(path) as zf:
         names = set(zf.namelist())
         if not {"model.json", "arrays.npz"} <= names:

@@ -131,7 +131,10 @@ def encode_treatment(t_raw: np.ndarray, categories="auto") -> tuple[TreatmentEnc
     try:
         onehot = transformer.fit_transform(t_raw.reshape(-1, 1))
     except ValueError as exc:
-        raise ValueError(f"T does not match categories={categories!r}: {exc}") from exc
+        raise ValueError(f"T does not match categories={categories!r}: {exc}. categories lists "
+                         f"every value of T once, control arm first; numeric levels must be "
+                         f"given in increasing order (to make another level the control, "
+                         f"relabel T, e.g. as strings)") from exc
     encoding = TreatmentEncoding(transformer)
     arms = _arms_of_onehot(onehot)
     present = np.bincount(arms, minlength=encoding.n_arms)
@@ -218,7 +221,14 @@ class Preprocessing:
         ``xw`` of shape (K, n, d) gives member k its own covariates ``xw[k]`` and statistics
         (``x_mean``/``x_scale`` of shape (K, d)), as k's own fit would standardise them."""
         y_used = np.take_along_axis(y, rows, axis=1)
-        return cls.from_moments(loss, xw.mean(-2), xw.std(-2), y_used.mean(1), y_used.std(1))
+        with np.errstate(over="ignore", invalid="ignore"):
+            moments = xw.mean(-2), xw.std(-2), y_used.mean(1), y_used.std(1)
+        for name, m in zip(("X/W", "X/W", "Y", "Y"), moments):
+            if not np.all(np.isfinite(m)):
+                raise ValueError(f"{name} values are too large to standardise (their mean or "
+                                 f"standard deviation overflows float64); rescale {name}, e.g. "
+                                 f"to other units")
+        return cls.from_moments(loss, *moments)
 
     def x(self, xw: np.ndarray) -> np.ndarray:
         if self.x_mean.ndim == 2:  # per-member covariates (K, n, d) of a stacked training

@@ -69,3 +69,18 @@ def test_errors(tmp_path):
         zf.writestr("other.txt", "x")
     with pytest.raises(ValueError, match="not a dowhy_cfr model"):
         CFR.load(bad)
+
+
+def test_errors_name_the_fix(tmp_path):
+    """A non-zip file and a RandomState seed used to give zipfile's and json's own errors."""
+    text = tmp_path / "notes.cfr"
+    text.write_text("not a model")
+    with pytest.raises(ValueError, match="not a saved dowhy_cfr model"):
+        CFR.load(text)
+    X, T, Y, _ = make_confounded(n=120)
+    est = CFR(**{**TINY, "random_state": np.random.RandomState(0)}).fit(Y, T, X=X)
+    with pytest.raises(TypeError, match=r"random_state.*set_params\(random_state=0\)"):
+        est.save(tmp_path / "m.cfr")
+    assert not (tmp_path / "m.cfr").exists()
+    seeded = CFR(**{**TINY, "random_state": np.int64(3)}).fit(Y, T, X=X)
+    assert CFR.load(seeded.save(tmp_path / "s.cfr")).ate() == seeded.ate()
