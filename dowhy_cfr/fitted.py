@@ -101,8 +101,9 @@ class TreatmentEncoding:
             if unknown:
                 raise ValueError(
                     f"treatment value(s) {[plain(u) for u in unknown]} are not among the fitted "
-                    f"treatment categories {[plain(c) for c in cats]}; call e.g. "
-                    f"effect(X, T0={plain(cats[0])!r}, T1={plain(cats[1])!r})"
+                    f"treatment categories {[plain(c) for c in cats]}; pass "
+                    f"T0={plain(cats[0])!r}, T1={plain(cats[1])!r} (to effect, ate, ate_interval "
+                    f"or average_effect)"
                 )
 
     def arms(self, t) -> np.ndarray:

@@ -216,3 +216,13 @@ def test_fit_effect_property(n, d, scale, dtype, share, seed):
     assert eff.shape == (n,) and np.all(np.isfinite(eff))
     mu0, mu1 = est.predict_outcomes(X)
     np.testing.assert_allclose(mu1 - mu0, eff, rtol=1e-5, atol=1e-6 * scale)
+
+
+def test_string_treatment_hint_names_the_arguments_of_every_average():
+    """The hint used to suggest effect(X, T0=..., T1=...) also when ate() was called."""
+    labels = np.where(T0 == 1, "treated", "control")
+    est = CFR(**FAST).fit(Y0, labels, X=X0)
+    for call in (est.ate, est.ate_interval, lambda: est.average_effect("att")):
+        with pytest.raises(ValueError, match=r"T0='control', T1='treated' \(to effect, ate"):
+            call()
+    assert np.isfinite(est.ate(T0="control", T1="treated"))
