@@ -29,7 +29,7 @@ from .metrics import SELECTION_CRITERIA, cross_fit_nuisances, selection_scores
 
 __all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "config_from", "alpha_grid", "resolve_device",
            "draw_seeds", "show_progress", "check_n_ensemble", "resolve_loss", "check_fit_inputs",
-           "split", "train", "fit", "select_alpha", "fit_stacked", "bootstrap", "check_debias",
+           "split", "train", "fit", "select_alpha", "fit_stacked", "bootstrap", "check_second_stages",
            "cross_fit_rows", "out_of_fold", "debias"]
 
 #: The estimator parameters that are fields of the core's :class:`~dowhy_cfr.core.CFRConfig`
@@ -249,9 +249,9 @@ def train(est, xw, arms, y, seeds, *, encoding, columns, rows=None, fixed_split=
     return fitted.select([j for j in range(k) if j not in failed])
 
 
-def check_debias(est) -> None:
-    """ValueError naming the debiasing parameter that is invalid (``debias``, ``cross_fit``,
-    ``min_propensity``, ``cv``, ``model_final``)."""
+def check_second_stages(est) -> None:
+    """ValueError/TypeError naming the invalid parameter of the stages after training: the
+    debiasing (``debias``, ``cross_fit``, ``min_propensity``, ``cv``) and ``model_final``."""
     if est.debias not in ("aipw", None):
         raise ValueError(f"debias={est.debias!r} is invalid: use 'aipw' (doubly robust averages) "
                          f"or None (the plug-in mean of the heads' effects)")
@@ -341,7 +341,7 @@ def fit(est, Y, T, X, W=None) -> FittedCFR:
     """What ``est.fit(Y, T, X=X, W=W)`` stores: ``n_ensemble`` networks trained together (the
     cross-fitting folds when ``est.cross_fit``; the best alpha's when ``est.alpha`` is a grid),
     and the debiased stage (:func:`debias`)."""
-    check_debias(est)
+    check_second_stages(est)
     grid = alpha_grid(est.alpha)
     xw, arms, y, columns, encoding = check_fit_inputs(Y, T, X, W, est.categories)
     k = check_n_ensemble(est)
@@ -451,7 +451,7 @@ def fit_stacked(est, Y, T, X, W=None, units=None, seeds=None):
     1); ``"fit"`` gives every dataset the seeds ``est.fit`` draws (its ``n_ensemble`` members), so
     dataset k's fit is what ``est.fit`` on it alone gives; or K (x n_ensemble) explicit seeds.
     """
-    check_debias(est)
+    check_second_stages(est)
     ys, ts, xs, ws = _stacked_inputs(Y, T, X, W)
     k, e = len(ys), check_n_ensemble(est)
     member_seeds = _stacked_seeds(est, seeds, k, e)

@@ -408,11 +408,11 @@ def _check_placebo_treatment(data: pd.DataFrame, target_estimand, placebo_type) 
     """ValueError with the fix where DoWhy's placebo refuter cannot draw a usable placebo: for a
     float treatment column its random placebo is drawn from a normal distribution (on 0/1 data
     all one value); string and categorical columns break inside DoWhy."""
+    permute = getattr(placebo_type, "value", placebo_type) == "permute"  # str or DoWhy's enum
     for name in getattr(target_estimand, "treatment_variable", None) or []:
         if name not in data:
             continue
         col = data[name]
-        permute = getattr(placebo_type, "value", placebo_type) == "permute"  # str or DoWhy's enum
         if pd.api.types.is_float_dtype(col) and not permute:
             raise ValueError(
                 f"placebo_treatment_refuter: DoWhy draws the random placebo of the float "
