@@ -409,6 +409,8 @@ def _check_placebo_treatment(data: pd.DataFrame, target_estimand, placebo_type) 
     float treatment column its random placebo is drawn from a normal distribution (on 0/1 data
     all one value); string and categorical columns break inside DoWhy."""
     permute = getattr(placebo_type, "value", placebo_type) == "permute"  # str or DoWhy's enum
+    if not isinstance(data, pd.DataFrame):
+        return  # DoWhy's own error
     for name in getattr(target_estimand, "treatment_variable", None) or []:
         if name not in data:
             continue
@@ -437,7 +439,12 @@ def _dispatcher(method_name: str, original):
             bound = signature.bind_partial(*args, **kwargs).arguments
         except TypeError:
             return original(*args, **kwargs)
-        if not (_OPTIONS["enabled"] and is_cfr_estimate(bound.get("estimate"))):
+        if not is_cfr_estimate(bound.get("estimate")):
+            return original(*args, **kwargs)
+        if not _OPTIONS["enabled"]:
+            if method_name == "placebo_treatment_refuter":  # DoWhy's own loop, same trap
+                _check_placebo_treatment(bound.get("data"), bound.get("target_estimand"),
+                                         bound.get("placebo_type"))
             return original(*args, **kwargs)
         extra = bound.pop("_", {})  # DoWhy's functions swallow unknown keywords
         return refute_stacked(method_name, **{**extra, **bound})

@@ -250,3 +250,15 @@ def test_placebo_on_a_treatment_dowhy_cannot_permute_or_draw_names_the_fix(setup
                                 placebo_type=PlaceboType.PERMUTE, random_seed=3)
         res = res[0] if isinstance(res, list) else res
         assert np.isfinite(res.new_effect)
+
+
+def test_placebo_check_also_guards_dowhys_own_loop(setup):
+    """With stacking turned off, DoWhy's per-simulation loop gets the same clear error (it
+    reported a single-valued T) through the function DoWhy calls."""
+    from dowhy.causal_refuters import placebo_treatment_refuter as ptr
+    df, _, estimand, estimate = setup
+    bad = df.assign(t=df["t"].astype(float))
+    with sr.stacking_options(enabled=False), \
+            pytest.raises(ValueError, match="float treatment column 't'.*placebo_type='permute'"):
+        ptr.refute_placebo_treatment(bad, estimand, estimate, treatment_names=["t"],
+                                     num_simulations=SIMS)
