@@ -19,13 +19,14 @@ EconML's code, unchanged.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from econml.inference import BootstrapInference, PopulationSummaryResults
 from econml.inference._inference import Inference
 from econml.inference._bootstrap import BootstrapEstimator
 from econml.utilities import filter_none_kwargs
 
 from . import _validation as V
-from .debiased import AverageEffect
+from .debiased import AverageEffect, aipw_terms, best_linear_projection
 from .fitted import fingerprint
 
 __all__ = ["CFRBootstrapInference", "CFRAIPWInference", "AverageEffectsMixin"]
@@ -69,20 +70,70 @@ class AverageEffectsMixin:
         dowhy_cfr.debiased.AverageEffect
             ``estimate``, ``stderr``, ``interval(alpha)``, ``pvalue()``, ``plugin``, ``n_units``.
         """
+        stage, a1, a0 = self._debiased_arms(T0, T1, debiased, "average_effect(..., debiased=False)")
+        return stage.average(target, a1, a0, debiased)
+
+    def best_linear_projection(self, Z=None, *, T0=0, T1=1, alpha=0.05) -> pd.DataFrame:
+        """How the effect of ``T1`` vs ``T0`` varies with covariates ``Z`` of the fitted units.
+
+        The least-squares fit of the units' doubly robust effect scores on ``Z`` (centred): the
+        best linear approximation of the effect in ``Z``, with sandwich standard errors and normal
+        intervals (Semenova & Chernozhukov 2021; GRF's ``best_linear_projection``;
+        :func:`dowhy_cfr.debiased.best_linear_projection`). The intercept is the doubly robust
+        ATE. A summary of heterogeneity with valid intervals, which ``effect(X)`` (the heads'
+        unit-level effects) does not give; where the effect is close to linear it is also the
+        more accurate CATE (``docs/debiased.md``, "The best linear projection").
+
+        Parameters
+        ----------
+        Z : array-like (n_units, q), DataFrame or Series, optional
+            Covariates of the fitted units, one row per unit in the order given to ``fit``: columns
+            of X or W, or other unit-level variables. None: the intercept alone.
+        T0, T1 : treatment labels (default 0 and 1)
+        alpha : float, default 0.05
+            Intervals at level ``1 - alpha``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per coefficient ("intercept", then Z's columns): ``estimate``, ``stderr``,
+            ``ci_lower``, ``ci_upper``, ``pvalue`` (of a zero coefficient).
+
+        Examples
+        --------
+        >>> est = CFR(random_state=0).fit(Y, T, X=X)         # doctest: +SKIP
+        >>> est.best_linear_projection(X[:, [0, 1]])          # doctest: +SKIP
+        """
+        stage, a1, a0 = self._debiased_arms(T0, T1, True, "effect(X)")
+        if not 0 < float(alpha) < 1:
+            raise ValueError(f"alpha={alpha!r} must be in (0, 1), e.g. 0.05")
+        z = None if Z is None else V.as_2d_float("Z", Z)
+        if z is not None and len(z) != len(stage.y):
+            raise ValueError(f"Z has {len(z)} rows; it needs one row per fitted unit "
+                             f"({len(stage.y)}), in the order given to fit")
+        names = [] if z is None else (V.column_names(Z) or (
+            [str(Z.name)] if isinstance(Z, pd.Series) and Z.name is not None
+            else [f"Z{j}" for j in range(z.shape[1])]))
+        psi, _ = aipw_terms(stage.y, stage.arms, stage.mu, stage.e, a1=a1, a0=a0, target="ate")
+        return best_linear_projection(psi, z, names, float(alpha))
+
+    def _debiased_arms(self, T0, T1, debiased: bool, instead: str):
+        """The fitted debiased stage and the arm indices of ``T1`` and ``T0``; ValueError where
+        there is none (``instead``: what to use then)."""
         fitted = self._check_fitted()
         stage = fitted.debiased
         if stage is None:
             raise ValueError("this fit kept no fitted units (fit_chunks or an older save); refit "
                              "with fit(Y, T, X=...) for average effects")
         if debiased and stage.e is None:
-            raise ValueError("the estimator was fitted with debias=None; use "
-                             "average_effect(..., debiased=False) or refit with debias='aipw'")
+            raise ValueError(f"the estimator was fitted with debias=None; use {instead} or "
+                             f"refit with debias='aipw'")
         fitted.encoding.check_labels([T0], [T1])
         a1, a0 = (int(fitted.encoding.arms([_one_label(v, n)])[0])
                   for v, n in ((T1, "T1"), (T0, "T0")))
         if a1 == a0:
             raise ValueError(f"T0 and T1 are the same treatment level ({T0!r})")
-        return stage.average(target, a1, a0, debiased)
+        return stage, a1, a0
 
     def ate(self, X=None, *, T0=0, T1=1):
         """The mean of ``effect(X, T0=T0, T1=T1)`` over the rows of X (EconML's contract).
