@@ -128,6 +128,16 @@ def test_att_atc_select_the_right_units(setup, cfr_estimate):
     assert abs(res["att"].value - res["ate"].value) > 0.2
 
 
+def test_best_linear_projection_through_dowhy(setup, cfr_estimate):
+    """tau = 1 + W0 + 0.5 X0: the fitted CFR behind a DoWhy estimate projects the effect on the
+    data's columns (measured on this fit: W0 1.05 ± 0.08, W1 0.02 ± 0.04, X0 0.57 ± 0.05)."""
+    df, tau, model, estimand = setup
+    blp = cfr_estimate.estimator.estimator.best_linear_projection(df[COLS], alpha=0.01)
+    assert blp.loc["intercept", "estimate"] == pytest.approx(cfr_estimate.value, rel=1e-10)
+    for name, slope in (("W0", 1.0), ("W1", 0.0), ("X0", 0.5)):
+        assert blp.loc[name, "ci_lower"] < slope < blp.loc[name, "ci_upper"], name
+
+
 def test_each_estimate_keeps_its_target_units(setup, cfr_estimate):
     df, tau, model, estimand = setup
     att = model.estimate_effect(estimand, method_name="backdoor.cfr", target_units="att",
