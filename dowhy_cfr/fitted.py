@@ -102,8 +102,8 @@ class TreatmentEncoding:
                 raise ValueError(
                     f"treatment value(s) {[plain(u) for u in unknown]} are not among the fitted "
                     f"treatment categories {[plain(c) for c in cats]}; pass "
-                    f"T0={plain(cats[0])!r}, T1={plain(cats[1])!r} (to effect, ate, ate_interval "
-                    f"or average_effect)"
+                    f"T0={plain(cats[0])!r}, T1={plain(cats[1])!r} (to effect, ate, ate_interval, "
+                    f"average_effect or best_linear_projection)"
                 )
 
     def arms(self, t) -> np.ndarray:
