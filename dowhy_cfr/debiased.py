@@ -332,7 +332,9 @@ def best_linear_projection(psi: np.ndarray, z: np.ndarray | None, names: list[st
     estimates the best linear approximation of :math:`\tau` in :math:`z`, with normal intervals
     from the sandwich (HC0) covariance (Semenova & Chernozhukov 2021 [5]_). ``z`` is centred, so
     :math:`\hat\beta_0 = \bar\psi` is the AIPW ATE and, with no ``z``, its standard error is
-    :func:`average_effect`'s.
+    :func:`average_effect`'s. With ``z`` the intercept's standard error holds the units' mean of
+    ``z`` fixed (the effect averaged over units with these covariates), so it is at most the
+    ATE's.
 
     Parameters
     ----------

@@ -274,6 +274,7 @@ def test_best_linear_projection_of_a_fit(fitted_pair):
     pd.testing.assert_frame_equal(frame, before)
     assert list(blp.index) == ["intercept", "x0", "x1", "x2", "x3", "x4"]
     assert blp.loc["intercept", "estimate"] == pytest.approx(ate.estimate, rel=1e-10)
+    assert blp.loc["intercept", "stderr"] < ate.stderr  # Z explains part of the scores' spread
     assert blp.loc["x1", "ci_lower"] < 1 < blp.loc["x1", "ci_upper"]
     assert blp.loc["x1", "pvalue"] < 1e-6
     assert (blp.loc[["x2", "x3", "x4"], "ci_lower"] < 0).all()
