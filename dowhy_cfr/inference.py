@@ -33,7 +33,8 @@ __all__ = ["CFRBootstrapInference", "CFRAIPWInference", "AverageEffectsMixin"]
 
 _POINTWISE = ("{name} is not available with inference='aipw' (the default): it gives analytic "
               "intervals for the average effects over the fitted units only (ate_interval, "
-              "ate_inference, average_effect). For pointwise intervals fit with "
+              "ate_inference, average_effect) and for how the effect varies with covariates "
+              "(best_linear_projection). For pointwise intervals fit with "
               "inference='bootstrap'.")
 _OTHER_UNITS = ("inference='aipw' (the default) gives the interval of the average effect over the "
                 "fitted units only: call ate_interval() with X=None or with the X passed to fit. "
