@@ -11,6 +11,7 @@ settings).
 
     python scripts/blp_coverage.py --designs A,B --n 2000 --datasets 100 --workers 2 --out scripts/out/blp.csv
     python scripts/blp_coverage.py --designs A,B --n 2000 --datasets 100 --lineardml-only --out scripts/out/blp_lin.csv
+    python scripts/blp_coverage.py --designs A --n 2000 --datasets 100 --cross-fit --out scripts/out/blp_cf5.csv
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ import pandas as pd
 TRUE_SLOPES = {"A": [0.5, 0.5], "B": [1.0, 0.5], "C": [], "D": None, "E": [1.0, 0.5]}
 
 
-def one(design: str, n: int, seed: int, lineardml_only: bool = False) -> list[dict]:
+def one(design: str, n: int, seed: int, lineardml_only: bool = False,
+        cross_fit: bool = False) -> list[dict]:
     import torch
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
@@ -40,7 +42,8 @@ def one(design: str, n: int, seed: int, lineardml_only: bool = False) -> list[di
               "pehe_lineardml": pehe(peer.effect(test.x))}
     if lineardml_only:
         return [linear]
-    est = CFR(random_state=seed, verbose=0).fit(train.y, train.t, X=train.x, W=train.w)
+    folds = dict(n_ensemble=5, cross_fit=True) if cross_fit else {}
+    est = CFR(random_state=seed, verbose=0, **folds).fit(train.y, train.t, X=train.x, W=train.w)
     blp = est.best_linear_projection(train.x)
     slopes = blp.iloc[1:]
     pred = blp["estimate"].iloc[0] + (test.x - train.x.mean(0)) @ slopes["estimate"].to_numpy()
@@ -64,9 +67,11 @@ def main():
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--lineardml-only", action="store_true",
                    help="only LinearDML's sqrt(PEHE) on the same data sets and test units")
+    p.add_argument("--cross-fit", action="store_true",
+                   help="CFR(n_ensemble=5, cross_fit=True): out-of-fold outcome predictions")
     p.add_argument("--out", required=True)
     args = p.parse_args()
-    jobs = [(d, args.n, s, args.lineardml_only) for d in args.designs.split(",")
+    jobs = [(d, args.n, s, args.lineardml_only, args.cross_fit) for d in args.designs.split(",")
             for s in range(args.datasets)]
     with ProcessPoolExecutor(args.workers) as pool:
         rows = [r for rs in pool.map(one, *zip(*jobs)) for r in rs]

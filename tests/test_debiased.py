@@ -377,6 +377,9 @@ def test_saved_model_keeps_debiased_stage(tmp_path, fitted_pair):
     assert loaded.ate() == est.ate()
     assert loaded.ate_interval() == pytest.approx(est.ate_interval())
     assert loaded.average_effect("atc").estimate == est.average_effect("atc").estimate
+    _, X, *_ = fitted_pair
+    pd.testing.assert_frame_equal(loaded.best_linear_projection(X[:, :2]),
+                                  est.best_linear_projection(X[:, :2]))
     assert loaded.propensity_model_ == est.propensity_model_ in ("logistic", "boosting")
     _, X, T, Y, _ = fitted_pair
     assert CFR(**TINY, debias=None).fit(Y, T, X=X).propensity_model_ is None
