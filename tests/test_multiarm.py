@@ -66,6 +66,14 @@ def test_three_arm_effects_are_recovered():
     assert len(outs) == 3
     np.testing.assert_allclose(outs[2] - outs[1], (eff_b - eff_a)[:5], rtol=1e-6, atol=1e-9)
     assert est.individual_effect(X[:5]).shape == (5, 2)
+    # the doubly robust projection on x1 for any pair of arms (measured slopes 1.00 ± 0.04,
+    # -0.05 ± 0.03 and -1.05 ± 0.03 for true 1, 0 and -1)
+    for (t0, t1), slope in ((("ctrl", "drugA"), 1.0), (("ctrl", "drugB"), 0.0),
+                            (("drugA", "drugB"), -1.0)):
+        blp = est.best_linear_projection(X[:, 1], T0=t0, T1=t1, alpha=0.001)
+        assert blp.loc["intercept", "estimate"] == pytest.approx(
+            est.average_effect(T0=t0, T1=t1).estimate, rel=1e-10)
+        assert blp.loc["Z0", "ci_lower"] < slope < blp.loc["Z0", "ci_upper"]
 
 
 def test_multi_arm_bootstrap_intervals():
