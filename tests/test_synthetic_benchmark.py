@@ -155,6 +155,20 @@ def test_synthetic_end_to_end(tmp_path, capsys):
     assert "| E | 200 | CFR |" in capsys.readouterr().out
 
 
+def test_projection_method_is_cfrs_fit_with_a_linear_cate(tmp_path):
+    """CFR-projection: the same network as CFR (same seed), so the same doubly robust ATE and
+    interval; its CATE is linear in x (the projection), the heads' is not."""
+    assert main(["synthetic", "--n", "200", "--seeds", "0", "--designs", "B",
+                 "--methods", "CFR,CFR-projection", "--out", str(tmp_path)] + TINY) == 0
+    raw = pd.read_csv(tmp_path / "synthetic_raw.csv").set_index("method")
+    cfr, proj = raw.loc["CFR"], raw.loc["CFR-projection"]
+    assert proj["ate"] == pytest.approx(cfr["ate"], rel=1e-9)
+    assert (proj["ate_lower"], proj["ate_upper"]) == pytest.approx(
+        (cfr["ate_lower"], cfr["ate_upper"]), rel=1e-9)
+    assert np.isfinite(proj["pehe"]) and proj["pehe"] != cfr["pehe"]
+    assert np.isnan(proj["tau_coverage"])
+
+
 def test_coverage_command_with_cfr_bootstrap(tmp_path):
     assert main(["coverage", "--datasets", "3", "--n", "200", "--designs", "C",
                  "--cfr-inference", "bootstrap:3", "--out", str(tmp_path)] + TINY) == 0

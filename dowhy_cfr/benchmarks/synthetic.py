@@ -38,18 +38,20 @@ from ..datasets.synthetic import DESIGNS, SyntheticData, simulate
 from . import report
 from ._runner import TaskPool, add_threads_argument, progress_bar
 
-__all__ = ["SYNTHETIC_METHODS", "CFR_FAMILY", "INTERVAL_METHODS", "ROW_COLUMNS",
+__all__ = ["SYNTHETIC_METHODS", "CFR_FAMILY", "INTERVAL_METHODS", "ROW_COLUMNS", "ProjectionCATE",
            "interval_coverage", "run_data", "run_one", "run_synthetic", "summarize_synthetic",
            "synthetic_markdown", "add_parsers", "run_command"]
 
 #: Methods of the synthetic benchmark, in table order.
-SYNTHETIC_METHODS = ("CFR", "TARNet", "CFR-ens5", "CFR-plugin", "CFR-cf5", "CFR-cf2", "LinearDML",
-                     "CausalForestDML", "DRLearner", "XLearner", "TLearner")
+SYNTHETIC_METHODS = ("CFR", "TARNet", "CFR-ens5", "CFR-plugin", "CFR-cf5", "CFR-cf2",
+                     "CFR-projection", "LinearDML", "CausalForestDML", "DRLearner", "XLearner",
+                     "TLearner")
 #: dowhy_cfr estimators.
 #: ``CFR-plugin``: ``CFR(debias=None)`` (the heads' plug-in effects, no analytic intervals);
 #: ``CFR-cf5``/``CFR-cf2``: five/two members as cross-fitting folds (``n_ensemble=5|2,
-#: cross_fit=True``).
-CFR_FAMILY = ("CFR", "TARNet", "CFR-ens5", "CFR-plugin", "CFR-cf5", "CFR-cf2")
+#: cross_fit=True``); ``CFR-projection``: the default CFR with its best linear projection on X
+#: as the CATE (:class:`ProjectionCATE`).
+CFR_FAMILY = ("CFR", "TARNet", "CFR-ens5", "CFR-plugin", "CFR-cf5", "CFR-cf2", "CFR-projection")
 #: Methods with (analytic or forest) intervals without extra options; the default of ``coverage``.
 INTERVAL_METHODS = ("LinearDML", "CausalForestDML", "DRLearner")
 #: Methods whose ``fit`` takes ``W`` (the others see ``[X, W]`` as X on design E).
@@ -77,6 +79,35 @@ def _gb_classifier(seed: int, tiny: bool):
                                       random_state=seed)
 
 
+class ProjectionCATE:
+    """Benchmark method ``CFR-projection``: a CFR whose CATE is its doubly robust best linear
+    projection on X (:meth:`dowhy_cfr.CFR.best_linear_projection`),
+    tau_hat(x) = beta_0 + (x - mean of the fitted X) @ beta; the ATE and its interval are the
+    CFR's (beta_0 is its AIPW ATE). No pointwise intervals."""
+
+    def __init__(self, cfr):
+        self.cfr = cfr
+
+    def fit(self, Y, T, *, X, W=None, inference="auto"):
+        self.cfr.fit(Y, T, X=X, W=W, inference=inference)
+        beta = self.cfr.best_linear_projection(X)["estimate"].to_numpy()
+        self.intercept_, self.coef_ = beta[0], beta[1:]
+        self.x_mean_ = np.asarray(X, dtype=float).mean(0)
+        return self
+
+    def effect(self, X):
+        return self.intercept_ + (np.asarray(X, dtype=float) - self.x_mean_) @ self.coef_
+
+    def ate(self, X):
+        return float(np.mean(self.effect(X)))
+
+    def ate_interval(self, X, alpha=0.05):
+        return self.cfr.ate_interval(X, alpha=alpha)
+
+    def effect_interval(self, X, alpha=0.05):
+        raise NotImplementedError("CFR-projection has no pointwise intervals")
+
+
 def _cfr(method: str, seed: int, settings: dict):
     from ..estimator import CFR, TARNet
     from .methods import TINY_NET
@@ -94,6 +125,8 @@ def _cfr(method: str, seed: int, settings: dict):
         return CFR(debias=None, **kw)
     if method in ("CFR-cf5", "CFR-cf2"):
         return CFR(n_ensemble=int(method[-1]), cross_fit=True, **kw)
+    if method == "CFR-projection":
+        return ProjectionCATE(CFR(**kw))
     return CFR(**kw)
 
 
