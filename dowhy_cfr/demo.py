@@ -62,10 +62,10 @@ def _rule(title: str) -> None:
 def _show_projection(cfr, df: pd.DataFrame, columns: list[str], tau: np.ndarray) -> None:
     """CFR's doubly robust best linear projection of the effect on ``columns``, next to the same
     projection of the true effects (known: IHDP is semi-synthetic)."""
+    from .debiased import best_linear_projection
+
     blp = cfr.best_linear_projection(df[columns])
-    z = df[columns].to_numpy()
-    blp["true"] = np.linalg.lstsq(np.column_stack([np.ones(len(z)), z - z.mean(0)]), tau,
-                                  rcond=None)[0]
+    blp["true"] = best_linear_projection(tau, df[columns].to_numpy(), columns)["estimate"]
     print(f"\nHow the CFR effect varies with {', '.join(columns)}: best_linear_projection "
           f"(95% intervals; 'true': the same projection of the true effects)")
     print(blp[["estimate", "ci_lower", "ci_upper", "true"]].round(3).to_string())

@@ -31,7 +31,7 @@ def one(design: str, n: int, seed: int, lineardml_only: bool = False,
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
     from dowhy_cfr import CFR
-    from dowhy_cfr.benchmarks.synthetic import make_estimator
+    from dowhy_cfr.benchmarks.synthetic import ProjectionCATE, make_estimator
     from dowhy_cfr.datasets.synthetic import simulate
     train = simulate(design, n=n, random_state=seed)
     test = simulate(design, n=1000, random_state=100_000 + seed)
@@ -43,10 +43,9 @@ def one(design: str, n: int, seed: int, lineardml_only: bool = False,
     if lineardml_only:
         return [linear]
     folds = dict(n_ensemble=5, cross_fit=True) if cross_fit else {}
-    est = CFR(random_state=seed, verbose=0, **folds).fit(train.y, train.t, X=train.x, W=train.w)
-    blp = est.best_linear_projection(train.x)
-    slopes = blp.iloc[1:]
-    pred = blp["estimate"].iloc[0] + (test.x - train.x.mean(0)) @ slopes["estimate"].to_numpy()
+    proj = ProjectionCATE(CFR(random_state=seed, verbose=0, **folds))
+    proj.fit(train.y, train.t, X=train.x, W=train.w)
+    slopes = proj.projection_.iloc[1:]
     rows = []
     if TRUE_SLOPES[design] is not None:  # D: tau is not linear, its projection not derived here
         truth = np.zeros(train.x.shape[1])
@@ -55,7 +54,8 @@ def one(design: str, n: int, seed: int, lineardml_only: bool = False,
                  "estimate": r.estimate, "stderr": r.stderr,
                  "covered": r.ci_lower <= true <= r.ci_upper}
                 for (name, r), true in zip(slopes.iterrows(), truth)]
-    rows.append({**linear, "pehe_projection": pehe(pred), "pehe_heads": pehe(est.effect(test.x))})
+    rows.append({**linear, "pehe_projection": pehe(proj.effect(test.x)),
+                 "pehe_heads": pehe(proj.cfr.effect(test.x))})
     return rows
 
 

@@ -90,13 +90,13 @@ class ProjectionCATE:
 
     def fit(self, Y, T, *, X, W=None, inference="auto"):
         self.cfr.fit(Y, T, X=X, W=W, inference=inference)
-        beta = self.cfr.best_linear_projection(X)["estimate"].to_numpy()
-        self.intercept_, self.coef_ = beta[0], beta[1:]
+        self.projection_ = self.cfr.best_linear_projection(X)  # the table, intervals included
         self.x_mean_ = np.asarray(X, dtype=float).mean(0)
         return self
 
     def effect(self, X):
-        return self.intercept_ + (np.asarray(X, dtype=float) - self.x_mean_) @ self.coef_
+        beta = self.projection_["estimate"].to_numpy()
+        return beta[0] + (np.asarray(X, dtype=float) - self.x_mean_) @ beta[1:]
 
     def ate(self, X):
         return float(np.mean(self.effect(X)))
