@@ -34,7 +34,7 @@ from .core import CFRConfig, CFRNet
 from .fitted import (Columns, DebiasedStage, FinalStage, FittedCFR, FittedMembers,
                      Preprocessing, TreatmentEncoding)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the fitted units' X block replaces its hash; the final stage's shift
 
 
 def _jsonable(v):
@@ -128,11 +128,12 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
         state["final_stage"] = _model_spec(proto)
         arrays["final/x"] = fitted.final.x
         arrays["final/tau"] = fitted.final.tau
+        arrays["final/shift"] = fitted.final.shift
     stage = fitted.debiased
     if stage is not None:
-        state["debiased"] = {"x_key": stage.x_key, "has_e": stage.e is not None,
+        state["debiased"] = {"has_e": stage.e is not None,
                              "propensity_model": stage.propensity_model}
-        for name in ("y", "arms", "mu", "mu_plugin", "e", "arm_shift", "final_shift"):
+        for name in ("x", "y", "arms", "mu", "mu_plugin", "e", "arm_shift"):
             if getattr(stage, name) is not None:
                 arrays[f"debiased/{name}"] = getattr(stage, name)
     buf = io.BytesIO()
@@ -156,7 +157,9 @@ def _read(path: Path):
         state = json.loads(zf.read("model.json"))
         arrays = dict(np.load(io.BytesIO(zf.read("arrays.npz")), allow_pickle=False))
     if state.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"unsupported model format version {state.get('format_version')!r}")
+        raise ValueError(f"{path} was saved in model format version "
+                         f"{state.get('format_version')!r}; this version of dowhy_cfr reads "
+                         f"version {FORMAT_VERSION}: refit the model and save it again")
     return state, arrays
 
 
@@ -178,8 +181,8 @@ def _debiased(state, arrays):
     if spec is None:
         return None
     a = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("debiased/")}
-    return DebiasedStage(a["y"], a["arms"], a["mu"], a["mu_plugin"], a.get("e"), spec["x_key"],
-                         a["arm_shift"], a["final_shift"], spec.get("propensity_model"))
+    return DebiasedStage(a["x"], a["y"], a["arms"], a["mu"], a["mu_plugin"], a.get("e"),
+                         a["arm_shift"], spec.get("propensity_model"))
 
 
 def load(path):
@@ -197,8 +200,9 @@ def load(path):
     columns = Columns(state["n_x"], state["n_w"], state["x_columns"], state["w_columns"])
     final = None
     if state["final_stage"] is not None:
-        final = FinalStage.fit(_model_from_spec(state["final_stage"]), arrays["final/x"],
-                               arrays["final/tau"])
+        models = FinalStage.fit(_model_from_spec(state["final_stage"]), arrays["final/x"],
+                                arrays["final/tau"]).models
+        final = FinalStage(arrays["final/x"], arrays["final/tau"], models, arrays["final/shift"])
     fitted = FittedCFR(config, TreatmentEncoding.of_categories(state["categories"]), columns, pre,
                        _members(state, arrays, config), arrays["tau_fit_mean"], final,
                        _debiased(state, arrays))

@@ -43,7 +43,7 @@ import torch.distributed as dist
 from . import _validation as V
 from . import fitting
 from .fitted import Columns
-from .streaming import batch_stream, encoding_of_labels, preprocessing, train_from_stream
+from .streaming import batch_stream, encoding_of_labels, preprocessing, train_on_stream
 
 __all__ = ["fit_distributed"]
 
@@ -87,7 +87,8 @@ def fit_distributed(est, Y, T, X, *, validation, ipm_batch: str = "global"):
                            "torchrun and call torch.distributed.init_process_group first")
     if ipm_batch not in ("global", "local"):
         raise ValueError(f"ipm_batch={ipm_batch!r} is invalid: choose 'global' or 'local'")
-    if fitting.check_n_ensemble(est) != 1:
+    settings = fitting.FitSettings.of(est)
+    if settings.n_ensemble != 1:
         raise ValueError("fit_distributed trains one network: use n_ensemble=1")
     y = V.as_1d("Y", Y).astype("float64")
     V.check_finite("Y", y)
@@ -119,31 +120,26 @@ def fit_distributed(est, Y, T, X, *, validation, ipm_batch: str = "global"):
     counts = stats[4 + 2 * d:].numpy()
     if (counts == 0).any():
         raise ValueError("some treatment arm has no training unit on any worker")
-    pre, config, seeds = preprocessing(est, binary=bool(binary_flag > 0.5), x_mean=x_mean,
-                                       x_std=np.sqrt(x_var), y_mean=[y_mean],
-                                       y_std=[float(np.sqrt(y_var))])
-
-    device = fitting.resolve_device(est.device)
+    pre, seeds = preprocessing(settings, binary=bool(binary_flag > 0.5), x_mean=x_mean,
+                               x_std=np.sqrt(x_var), y_mean=[y_mean],
+                               y_std=[float(np.sqrt(y_var))])
+    device = settings.device
     rank = dist.get_rank()
-    stream = batch_stream(encoding, pre, [(y, t, x)], config.batch_size,
+    stream = batch_stream(encoding, pre, [(y, t, x)], settings.config(pre.loss).batch_size,
                           np.random.default_rng([seeds[0], rank]))
     y_val = V.as_1d("Y_val", validation[0]).astype("float64")
     x_val = V.as_2d_float("X_val", validation[2])
     t_val = V.as_1d("T_val", validation[1])
-    val_idx = np.random.default_rng(seeds[0]).permutation(len(y_val))[None]
     device_ids = [device.index] if device.type == "cuda" else None
 
     def wrap(net):
         return torch.nn.parallel.DistributedDataParallel(net, device_ids=device_ids)
 
-    fitted = train_from_stream(
-        est, stream, config=config, encoding=encoding, preprocessing=pre,
-        columns=Columns(d, 0, V.column_names(validation[2])),
-        validation=(y_val, encoding.arms(t_val), x_val),
-        val_idx=val_idx, seeds=seeds,
-        arm_shares=torch.as_tensor(counts / counts.sum())[None],
-        progress=fitting.show_progress(est.verbose) and rank == 0,
-        model_wrapper=wrap,
-        gather_ipm=_gather_batches if ipm_batch == "global" else None,
-    )
+    hooks = {"model_wrapper": wrap,
+             "gather_ipm": _gather_batches if ipm_batch == "global" else None}
+    source = fitting.StreamSource(lambda: next(stream), (counts / counts.sum())[None],
+                                  (y_val, encoding.arms(t_val), x_val), pre, encoding, hooks)
+    fitted = train_on_stream(settings, source, seeds,
+                             Columns(d, 0, V.column_names(validation[2])),
+                             progress=fitting.show_progress(est.verbose) and rank == 0)
     return est._set_fitted(fitted, *validation)

@@ -77,7 +77,6 @@ from dowhy.utils.api import parse_state
 
 from .debiased import AverageEffect
 from .estimator import CFR, TARNet
-from .fitted import fingerprint
 from .inference import CFRAIPWInference
 
 __all__ = [
@@ -511,7 +510,7 @@ num_quantiles_to_discretize_cont_cols
         stage = self.estimator.fitted_.debiased
         if (not isinstance(target_units, str) or stage is None or stage.e is None
                 or len(data) != len(stage.y)
-                or fingerprint(self._covariates(data).to_numpy(dtype=float)) != stage.x_key):
+                or not stage.is_fitted_x(self._covariates(data).to_numpy(dtype=float))):
             return None
         return self.estimator.average_effect(target_units.lower(), T0=t0, T1=t1)
 

@@ -11,12 +11,14 @@ import inspect
 import warnings
 
 from econml._cate_estimator import BaseCateEstimator, LinearCateEstimator, TreatmentExpansionMixin
+from econml.inference import BootstrapInference
 from sklearn.base import BaseEstimator, clone
 
 from . import _io, fitting
 from . import _validation as V
 from .core import CFRConfig
 from .inference import AverageEffectsMixin, CFRAIPWInference, CFRBootstrapInference
+from .nuisance import Propensity
 
 __all__ = ["CFR", "TARNet"]
 
@@ -243,19 +245,22 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
 
     def _bootstrap_replicas(self, Y, T, *, X=None, W=None, n_replicas, random_state=None,
                             n_steps=None):
-        """``n_replicas`` fitted copies on within-arm resamples (:func:`dowhy_cfr.fitting.bootstrap`);
-        ``n_steps``: that many steps each, without early stopping (None: as the estimator)."""
+        """``n_replicas`` fitted copies on within-arm resamples (:func:`dowhy_cfr.fitting.bootstrap`),
+        with the fit's alpha and propensity; ``n_steps``: that many steps each, without early
+        stopping (None: as the estimator)."""
         template = clone(self)
         if fitting.alpha_grid(self.alpha) is not None:  # the replicas refit the chosen alpha
             template.set_params(alpha=self.alpha_)
         if n_steps is not None:
             template.set_params(n_iter=int(n_steps), patience=None)
         base = self.random_state if random_state is None else random_state
-        fits = fitting.bootstrap(template, Y, T, X, W, n_replicas, base)
+        stage = self.fitted_.debiased
+        propensity = None if stage.e is None else Propensity(stage.e, stage.propensity_model)
+        fits = fitting.bootstrap(template, Y, T, X, W, n_replicas, base, propensity=propensity)
         return [clone(template)._set_fitted(f, Y, T, X) for f in fits]
 
     # ------------------------------------------------------------------ fit
-    def fit(self, Y, T, *, X, W=None, inference="auto"):
+    def fit(self, Y, T, *, X, W=None, groups=None, inference="auto"):
         """Train the networks on outcomes ``Y``, treatments ``T`` and covariates ``X`` (and ``W``).
 
         Parameters
@@ -270,6 +275,10 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
         W : array_like, shape (n, d_w), optional
             Further confounders the representation sees; CATE is then averaged over W given X by
             ``model_final`` (see the class docstring).
+        groups : array_like, shape (n,), optional
+            A group label per row (e.g. a person with several rows): rows of one group stay on
+            one side of every split (validation, cross-fitting folds of the propensity and of
+            ``cross_fit`` members), as in EconML's DML estimators. Not with bootstrap inference.
         inference : "auto", "aipw", "bootstrap", Inference or None, default "auto"
             "auto" ("aipw"): analytic intervals of the doubly robust average effects over the
             fitted units (``ate_interval``; :class:`~dowhy_cfr.CFRAIPWInference`), free; none
@@ -280,11 +289,18 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
         -------
         self
         """
-        return self._fit(Y, T, X=X, W=W, inference=inference)
+        if groups is not None and isinstance(inference, (str, BootstrapInference)) and (
+                isinstance(inference, BootstrapInference) or inference == "bootstrap"):
+            raise ValueError("groups cannot be combined with inference='bootstrap' (its "
+                             "resamples are of rows); use the default inference, or resample "
+                             "the groups yourself")
+        if groups is None:
+            return self._fit(Y, T, X=X, W=W, inference=inference)
+        return self._fit(Y, T, X=X, W=W, groups=groups, inference=inference)
 
     @BaseCateEstimator._wrap_fit
-    def _fit(self, Y, T, *, X, W=None):
-        return self._set_fitted(fitting.fit(self, Y, T, X, W))
+    def _fit(self, Y, T, *, X, W=None, groups=None):
+        return self._set_fitted(fitting.fit(self, Y, T, X, W, groups))
 
     def fit_stacked(self, Y, T, *, X, W=None, units=None, seeds=None):
         """Fit one independent copy of this estimator per dataset, in one stacked pass.

@@ -14,15 +14,14 @@ A fitted :class:`~dowhy_cfr.CFR` holds one :class:`FittedCFR` (``est.fitted_``),
   propensities behind the doubly robust averages (:mod:`dowhy_cfr.debiased`), and the shift that
   makes the mean effect over the fitted units equal the AIPW ATE.
 
-The fit paths (:mod:`dowhy_cfr.fitting`, :mod:`dowhy_cfr.streaming`, :mod:`dowhy_cfr.distributed`,
-:mod:`dowhy_cfr.selection`) build these objects with the functions here, :mod:`dowhy_cfr._io`
-saves and loads them, and the estimator only holds them. Nothing here imports the estimator.
+The one fit path (:mod:`dowhy_cfr.fitting`) builds these objects, each once, and assembles the
+:class:`FittedCFR` at its end; :mod:`dowhy_cfr._io` saves and loads them, and the estimator only
+holds them. Nothing here imports the estimator.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,13 +32,13 @@ from econml.utilities import one_hot_encoder
 from sklearn.base import clone
 
 from . import _validation as V
-from .debiased import AverageEffect, average_effect, plugin_effect, sklearn_seed
 from .core import CFRConfig, CFRNet, TrainResult, predict
 from .core.training import derive_seeds
+from .debiased import AverageEffect, average_effect, plugin_effect
 
 __all__ = ["TreatmentEncoding", "Columns", "Preprocessing", "FittedMembers", "FinalStage",
-           "DebiasedStage", "FittedCFR", "fingerprint", "encode_treatment", "standardize", "history_frame", "plain", "sklearn_seed",
-           "MAX_ARMS"]
+           "DebiasedStage", "FittedCFR", "encode_treatment", "standardize", "history_frame",
+           "plain", "member_outputs", "effects_of", "MAX_ARMS"]
 
 #: More distinct treatment values than this are taken for a continuous treatment (an error).
 MAX_ARMS = 20
@@ -314,57 +313,71 @@ class FittedMembers:
 
 
 # ----------------------------------------------------------------------------- final stage
-@dataclass
+@dataclass(frozen=True)
 class FinalStage:
-    """Regression of the unit-level effects ``tau`` (n, n_arms - 1) on ``x``, one model per arm."""
+    """Regression of the unit-level effects ``tau`` (n, n_arms - 1) on ``x``, one model per arm,
+    and the constant ``shift`` (n_arms - 1,) added to its predictions so that their mean over
+    the fitted units is the doubly robust average effect (0 with ``debias=None``)."""
 
     x: np.ndarray
     tau: np.ndarray
     models: list
+    shift: np.ndarray
 
     @classmethod
-    def fit(cls, model, x: np.ndarray, tau: np.ndarray) -> "FinalStage":
-        return cls(x, tau, [clone(model).fit(x, tau[:, j]) for j in range(tau.shape[1])])
+    def fit(cls, model, x: np.ndarray, tau: np.ndarray, theta=None) -> "FinalStage":
+        """Fit one clone of ``model`` per arm; ``theta``: the average effects the predictions'
+        mean over ``x`` is shifted to (None: no shift)."""
+        models = [clone(model).fit(x, tau[:, j]) for j in range(tau.shape[1])]
+        raw = np.column_stack([m.predict(x) for m in models])
+        shift = np.zeros(tau.shape[1]) if theta is None else np.asarray(theta) - raw.mean(0)
+        return cls(x, tau, models, shift)
 
     def predict(self, x: np.ndarray) -> np.ndarray:
-        return np.column_stack([m.predict(x) for m in self.models])
+        """The shifted effects of the rows of ``x``: (m, n_arms - 1)."""
+        return np.column_stack([m.predict(x) for m in self.models]) + self.shift
 
 
 # ----------------------------------------------------------------------------- debiased stage
-def fingerprint(a) -> str:
-    """A short hash of an array's shape and float64 values (is this the fitted units' X?)."""
-    a = np.ascontiguousarray(np.asarray(a, dtype=np.float64))
-    return hashlib.sha1(repr(a.shape).encode() + a.tobytes()).hexdigest()[:16]
-
-
-@dataclass
+@dataclass(frozen=True)
 class DebiasedStage:
-    """What the doubly robust averages over the fitted units need (see :mod:`dowhy_cfr.debiased`).
+    """The fitted units and what the doubly robust averages over them need
+    (:mod:`dowhy_cfr.debiased`).
 
-    ``mu`` are the outcome predictions the AIPW corrections use (out-of-fold when the members
-    are cross-fitting folds), ``mu_plugin`` the ensemble's in-sample predictions (the plug-in);
-    ``e`` the cross-fitted propensities (None: ``debias=None``). ``arm_shift`` (per arm) is added
-    to the heads' potential outcomes: the AIPW estimate of ``E[Y(a)]`` minus the heads' mean over
-    the fitted units, so that the mean effect over them is the AIPW ATE; ``shift`` is its
-    difference to the control arm, and ``final_shift`` is added to ``model_final``'s effects for
-    the same purpose. All are zero when ``CFR(debias=None)``. ``propensity_model`` names the
-    propensity model used (:func:`~dowhy_cfr.debiased.cross_fit_propensity`).
+    ``x`` is the X block of the fitted units (the record that tells whether an ``X`` passed to
+    ``ate_interval`` is them), ``y`` and ``arms`` their outcomes and arms. ``mu`` are the outcome
+    predictions the AIPW corrections use (out-of-fold when the members are cross-fitting folds),
+    ``mu_plugin`` the ensemble's in-sample predictions (the plug-in); ``e`` the cross-fitted
+    propensities (None: ``debias=None``). ``arm_shift`` (per arm) is added to the heads' potential
+    outcomes: the AIPW estimate of ``E[Y(a)]`` minus the heads' mean over the fitted units, so that
+    the mean effect over them is the AIPW ATE (zero with ``debias=None``). ``propensity_model``
+    names the propensity model used (:func:`~dowhy_cfr.nuisance.cross_fit_propensity`).
     """
 
+    x: np.ndarray  # (n, n_x)
     y: np.ndarray  # (n,)
     arms: np.ndarray  # (n,)
     mu: np.ndarray  # (n, n_arms)
     mu_plugin: np.ndarray  # (n, n_arms)
     e: np.ndarray | None  # (n, n_arms); None with debias=None
-    x_key: str  # fingerprint of the fitted units' X block
     arm_shift: np.ndarray  # (n_arms,)
-    final_shift: np.ndarray  # (n_arms - 1,)
     propensity_model: str | None = None  # None with debias=None
 
     @property
     def shift(self) -> np.ndarray:
         """The shift of each non-control arm's effect vs control: (n_arms - 1,)."""
         return self.arm_shift[1:] - self.arm_shift[0]
+
+    @property
+    def theta(self) -> np.ndarray:
+        """The average effect of each non-control arm vs control over the fitted units (AIPW,
+        or the plug-in with ``debias=None``): (n_arms - 1,)."""
+        means = self.mu_plugin.mean(0) + self.arm_shift
+        return means[1:] - means[0]
+
+    def is_fitted_x(self, x: np.ndarray) -> bool:
+        """Whether the X block ``x`` (checked, float) is the fitted units', row for row."""
+        return x.shape == self.x.shape and bool(np.array_equal(x, self.x))
 
     def average(self, target: str, a1: int, a0: int, debiased: bool = True) -> AverageEffect:
         """The AIPW (``debiased``) or plug-in average effect of arm ``a1`` vs ``a0``."""
@@ -376,16 +389,21 @@ class DebiasedStage:
 
 
 # ----------------------------------------------------------------------------- the whole
-@dataclass
+@dataclass(frozen=True)
 class FittedCFR:
-    """Everything a fitted CFR/TARNet predicts with."""
+    """Everything a fitted CFR/TARNet predicts with, assembled once at the end of a fit.
+
+    ``tau_fit_mean`` is the average effect over the fitted units (what ``effect`` gives with
+    ``X=None``), ``final`` the final stage (W given), ``debiased`` the fitted units' doubly robust
+    stage (None for chunked fits), ``alpha_scores`` the candidates' scores of ``alpha="auto"``.
+    """
 
     config: CFRConfig
     encoding: TreatmentEncoding
     columns: Columns
     preprocessing: Preprocessing
     members: FittedMembers
-    tau_fit_mean: np.ndarray | None = None  # mean effect over the fitted units (X=None)
+    tau_fit_mean: np.ndarray
     final: FinalStage | None = None
     debiased: DebiasedStage | None = None
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
@@ -397,19 +415,11 @@ class FittedCFR:
 
     def outputs(self, xw_std: np.ndarray) -> np.ndarray:
         """Per-member, per-arm predictions on the outcome scale: (K, n_arms, n)."""
-        raw = predict(self.members.net, torch.as_tensor(xw_std, dtype=torch.float32))
-        return self.preprocessing.outputs(raw.double().cpu().numpy())
+        return member_outputs(self.members.net, self.preprocessing, xw_std)
 
     def tau(self, xw_std: np.ndarray) -> np.ndarray:
         """Ensemble-mean effect of each non-control arm vs control: (n, n_arms - 1)."""
-        out = self.outputs(xw_std).mean(0)
-        return (out[1:] - out[0:1]).T
-
-    def effect_shift(self, final: bool = False) -> np.ndarray | float:
-        """What is added to the heads' (or, ``final``, ``model_final``'s) effects: (n_arms - 1,)."""
-        if self.debiased is None:
-            return 0.0
-        return self.debiased.final_shift if final else self.debiased.shift
+        return effects_of(self.outputs(xw_std).mean(0))
 
     def potential_outcomes(self, xw_std: np.ndarray) -> np.ndarray:
         """The reported potential outcomes (n_arms, n): ensemble mean plus the debiasing shift."""
@@ -418,13 +428,14 @@ class FittedCFR:
 
     def unit_effects(self, xw_std: np.ndarray) -> np.ndarray:
         """The reported unit-level effects ``tau(x, w)`` (heads, plus the debiasing shift)."""
-        return self.tau(xw_std) + self.effect_shift()
+        shift = 0.0 if self.debiased is None else self.debiased.shift
+        return self.tau(xw_std) + shift
 
     def cate(self, X) -> np.ndarray:
         """The reported ``CATE(x)`` of the X block: the heads' effects, or ``model_final``'s when
         W was given, plus the debiasing shift; (m, n_arms - 1)."""
         if self.final is not None:
-            return self.final.predict(self.columns.block("X", X)) + self.effect_shift(final=True)
+            return self.final.predict(self.columns.block("X", X))
         return self.unit_effects(self.features(X))
 
     def representation(self, xw_std: np.ndarray, member: int, *, at_init: bool = False):
@@ -439,25 +450,13 @@ class FittedCFR:
         _, phi = predict(net, torch.as_tensor(xw_std, dtype=torch.float32), representation=True)
         return phi[member].double().cpu().numpy()
 
-    def summarise(self, xw: np.ndarray, model_final=None) -> "FittedCFR":
-        """Effects on the fitted units ``xw`` (raw): their mean, and the final stage when both X
-        and W were given (``model_final`` None: gradient boosting seeded by member 0)."""
-        tau = self.tau(self.preprocessing.x(xw))
-        self.tau_fit_mean = tau.mean(0)
-        self.final = None
-        n_x = self.columns.n_x
-        if self.columns.n_w > 0 and n_x > 0:
-            if model_final is None:
-                from sklearn.ensemble import HistGradientBoostingRegressor
 
-                model_final = HistGradientBoostingRegressor(
-                    random_state=sklearn_seed(self.members.seeds[0]))
-            self.final = FinalStage.fit(model_final, xw[:, :n_x], tau)
-        return self
+def member_outputs(net: CFRNet, preprocessing: Preprocessing, xw_std: np.ndarray) -> np.ndarray:
+    """Per-member, per-arm predictions of a stack on the outcome scale: (K, n_arms, n)."""
+    raw = predict(net, torch.as_tensor(xw_std, dtype=torch.float32))
+    return preprocessing.outputs(raw.double().cpu().numpy())
 
-    def select(self, members) -> "FittedCFR":
-        """The given member(s) of a stacked fit (effects on the fitted units still to compute)."""
-        members = [members] if np.isscalar(members) else list(members)
-        return dataclasses.replace(self, preprocessing=self.preprocessing.select(members),
-                                   members=self.members.select(members), tau_fit_mean=None,
-                                   final=None, debiased=None)
+
+def effects_of(outcomes: np.ndarray) -> np.ndarray:
+    """Each non-control arm's effect vs control from potential outcomes (n_arms, n): (n, n_arms-1)."""
+    return (outcomes[1:] - outcomes[0:1]).T

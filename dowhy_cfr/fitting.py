@@ -1,11 +1,26 @@
-"""How a CFR/TARNet is fitted in memory: the steps every fit path shares.
+"""The one fit path of CFR/TARNet.
 
-:func:`fit` (``CFR.fit``), :func:`fit_stacked` (``CFR.fit_stacked``) and :func:`bootstrap`
-(the replicas of :class:`~dowhy_cfr.CFRBootstrapInference`) check the inputs, encode the
-treatment, draw the seeds, split, standardise and train through the same functions, and return
-:class:`~dowhy_cfr.fitted.FittedCFR` objects; the estimator only stores them. The functions read
-the estimator's parameters and never write to it. Chunked and distributed
-training (:mod:`dowhy_cfr.streaming`, :mod:`dowhy_cfr.distributed`) reuse the helpers here.
+Every fit reads as one pipeline, each stage entered once::
+
+    validate -> preprocess -> plan and train the members -> choose -> nuisances
+             -> average effects -> final stage -> FittedCFR
+
+* **validate**: :meth:`FitSettings.of` checks the estimator's parameters once; :func:`prepare`
+  checks and encodes the data (:class:`FitData`).
+* **plan and train**: a list of :class:`~dowhy_cfr.plans.MemberPlan` (one network, an ensemble,
+  cross-fitting folds, alpha candidates, datasets, bootstrap replicas, random-search candidates,
+  a stream) is trained by :func:`train_members`, the only caller of
+  :func:`dowhy_cfr.core.train_cfr` (besides the distributed workers' own, through it).
+* **choose**: ``alpha="auto"`` keeps the candidate with the best validation R-loss
+  (:func:`select_alpha`), from the nuisance layer's nuisances.
+* **nuisances**: the cross-fitted propensity of the nuisance layer
+  (:func:`dowhy_cfr.nuisance.cross_fit_propensity`), once per dataset.
+* **average effects**: :func:`debiased_stage`, the AIPW stage over the fitted units.
+* **final stage**: :func:`final_stage`, ``model_final`` on X when W was given.
+
+The entry points :func:`fit`, :func:`fit_stacked` and :func:`bootstrap` (and
+:mod:`dowhy_cfr.streaming`, :mod:`dowhy_cfr.distributed`, :mod:`dowhy_cfr.selection`) only
+build plans and call these stages; every stage returns a new object.
 """
 
 from __future__ import annotations
@@ -13,49 +28,38 @@ from __future__ import annotations
 import dataclasses
 import sys
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
-from sklearn.model_selection import StratifiedKFold, train_test_split
+from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.utils import check_random_state
 
 from . import _validation as V
+from . import plans as P
 from .core import ALPHA_GRID, CFRConfig, TrainingDivergedError, train_cfr
-from .debiased import aipw_potential_outcomes, cross_fit_propensity
-from .fitted import (Columns, DebiasedStage, FittedCFR, FittedMembers, Preprocessing,
-                     encode_treatment, fingerprint, plain, sklearn_seed)
-from .metrics import SELECTION_CRITERIA, cross_fit_nuisances, selection_scores
+from .fitted import (Columns, DebiasedStage, FinalStage, FittedCFR, FittedMembers, Preprocessing,
+                     TreatmentEncoding, effects_of, encode_treatment, member_outputs, plain)
+from .metrics import SELECTION_CRITERIA, Nuisances, selection_scores
+from .nuisance import (Propensity, aipw_scores, cross_fit_outcomes, cross_fit_propensity,
+                       member_rows, sklearn_seed)
 
-__all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "config_from", "alpha_grid", "resolve_device",
-           "draw_seeds", "show_progress", "check_n_ensemble", "resolve_loss", "check_fit_inputs",
-           "split", "train", "fit", "select_alpha", "fit_stacked", "bootstrap", "check_second_stages",
-           "cross_fit_rows", "out_of_fold", "debias"]
+__all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "FitSettings", "FitData", "Trained",
+           "alpha_grid", "resolve_device", "show_progress", "resolve_loss", "prepare",
+           "train_members", "propensity_of", "select_alpha", "debiased_stage", "final_stage",
+           "assemble", "fit", "fit_stacked", "bootstrap", "out_of_fold", "StreamSource"]
 
 #: The estimator parameters that are fields of the core's :class:`~dowhy_cfr.core.CFRConfig`
 #: (``loss`` is resolved from the data; ``max_eval_units`` keeps the core's default).
 CONFIG_FIELDS = tuple(f for f in CFRConfig.__dataclass_fields__ if f not in ("loss", "max_eval_units"))
-_SEED_HIGH = 2**31 - 1
-
 
 #: The criterion ``alpha="auto"`` selects by (see ``docs/parameters.md``, "Choosing alpha
 #: without ground truth"): one of :data:`dowhy_cfr.metrics.SELECTION_CRITERIA`.
 ALPHA_CRITERION = "r_loss"
 
 
-def config_from(est, loss: str, alpha: float | None = None) -> CFRConfig:
-    """The validated core configuration of the estimator's parameters, for ``loss`` (a core field
-    the estimator has no parameter for keeps CFRConfig's default); ``alpha`` replaces the
-    estimator's (needed when that is ``"auto"`` or a grid: only :func:`fit` selects alpha)."""
-    params = {f: getattr(est, f) for f in CONFIG_FIELDS if hasattr(est, f)}
-    if alpha is not None:
-        params["alpha"] = alpha
-    elif alpha_grid(params.get("alpha", 0.0)) is not None:
-        raise ValueError(f"alpha={params['alpha']!r} (selection from a grid) is supported by "
-                         f"CFR.fit only; give a number here, e.g. the alpha_ a fit selected")
-    return CFRConfig(loss=loss, **params).validate()
-
-
+# ============================================================================== validate
 def alpha_grid(alpha) -> list[float] | None:
     """The candidates of ``alpha``: None for a number (no selection), :data:`ALPHA_GRID` for
     ``"auto"``, the values of a list or tuple of numbers >= 0 (at least two, no repeats)."""
@@ -90,15 +94,6 @@ def resolve_device(device) -> torch.device:
     return dev
 
 
-def draw_seeds(random_state, k: int) -> list[int]:
-    """``k`` network seeds from a ``random_state`` (int, RandomState, None) or a Generator."""
-    if isinstance(random_state, np.random.Generator):
-        draws = random_state.integers(0, _SEED_HIGH, size=k)
-    else:
-        draws = check_random_state(random_state).randint(0, _SEED_HIGH, size=k)
-    return [int(s) for s in draws]
-
-
 def show_progress(verbose) -> bool:
     """``verbose``: 0 never, 1 in interactive sessions (terminal or notebook), 2 always."""
     if verbose is None or verbose <= 0:
@@ -109,10 +104,6 @@ def show_progress(verbose) -> bool:
         return sys.stderr.isatty()
     except Exception:  # pragma: no cover
         return False
-
-
-def check_n_ensemble(est) -> int:
-    return V.check_int("n_ensemble", est.n_ensemble, 1)
 
 
 def resolve_loss(loss: str, y: np.ndarray | None = None, *, binary: bool | None = None) -> str:
@@ -136,8 +127,93 @@ def resolve_loss(loss: str, y: np.ndarray | None = None, *, binary: bool | None 
     return loss
 
 
-def check_fit_inputs(Y, T, X, W, categories="auto"):
-    """Validated ``(xw, arms, y, columns, encoding)`` of a fit's inputs (``xw = [X | W]``)."""
+@dataclass(frozen=True)
+class FitSettings:
+    """The estimator's parameters, checked once: what every stage of a fit reads."""
+
+    config_params: dict  # CONFIG_FIELDS -> value (alpha: a number, the first candidate of a grid)
+    alpha_grid: list | None
+    loss: str
+    n_ensemble: int
+    cross_fit: bool
+    debias: str | None
+    model_propensity: object
+    min_propensity: float
+    cv: int
+    model_final: object
+    categories: object
+    random_state: object
+    device: torch.device
+    verbose: int
+
+    @classmethod
+    def of(cls, est, **overrides) -> "FitSettings":
+        """The checked settings of estimator ``est``; ``overrides``: config fields to replace
+        (e.g. ``n_iter`` and ``patience`` of bootstrap replicas)."""
+        params = {f: getattr(est, f) for f in CONFIG_FIELDS if hasattr(est, f)}
+        params.update(overrides)
+        grid = alpha_grid(params.get("alpha", 0.0))
+        if grid is not None:
+            params["alpha"] = grid[0]
+        CFRConfig(**params).validate()
+        _check_second_stages(est)
+        return cls(params, grid, est.loss, V.check_int("n_ensemble", est.n_ensemble, 1),
+                   bool(est.cross_fit), est.debias, est.model_propensity,
+                   float(est.min_propensity), int(est.cv), est.model_final, est.categories,
+                   est.random_state, resolve_device(est.device), est.verbose)
+
+    def config(self, loss: str, alpha: float | None = None) -> CFRConfig:
+        """The core configuration for ``loss`` (and the member alpha ``alpha``)."""
+        params = dict(self.config_params) if alpha is None else {**self.config_params,
+                                                                   "alpha": float(alpha)}
+        return CFRConfig(loss=loss, **params).validate()
+
+
+def _check_second_stages(est) -> None:
+    """ValueError/TypeError naming the invalid parameter of the stages after training: the
+    debiasing (``debias``, ``cross_fit``, ``min_propensity``, ``cv``) and ``model_final``."""
+    if est.debias not in ("aipw", None):
+        raise ValueError(f"debias={est.debias!r} is invalid: use 'aipw' (doubly robust averages) "
+                         f"or None (the plug-in mean of the heads' effects)")
+    if not isinstance(est.cross_fit, (bool, np.bool_)):
+        raise TypeError(f"cross_fit must be True or False; got {est.cross_fit!r}")
+    if est.cross_fit and V.check_int("n_ensemble", est.n_ensemble, 1) < 2:
+        raise ValueError("cross_fit=True uses the n_ensemble members as cross-fitting folds; set "
+                         "n_ensemble >= 2 (e.g. n_ensemble=5) or cross_fit=False")
+    if not 0 < float(est.min_propensity) < 0.5:
+        raise ValueError(f"min_propensity={est.min_propensity!r} must be in (0, 0.5), e.g. 0.01")
+    V.check_int("cv", est.cv, 2)
+    if est.model_final is not None and not (hasattr(est.model_final, "fit")
+                                            and hasattr(est.model_final, "predict")):
+        raise TypeError(f"model_final must be a scikit-learn regressor with fit and predict "
+                        f"(e.g. sklearn.linear_model.LassoCV()) or None; got "
+                        f"{est.model_final!r}")
+    if est.model_propensity is not None and not hasattr(est.model_propensity, "predict_proba"):
+        raise TypeError(f"model_propensity must be a classifier with predict_proba; got "
+                        f"{type(est.model_propensity).__name__}")
+
+
+# ============================================================================== preprocess
+@dataclass(frozen=True)
+class FitData:
+    """One validated, encoded dataset: ``xw = [X | W]`` (n, d) raw, arm indices, outcomes,
+    the column blocks, the treatment encoding and optional unit groups."""
+
+    xw: np.ndarray
+    arms: np.ndarray
+    y: np.ndarray
+    columns: Columns
+    encoding: TreatmentEncoding
+    groups: np.ndarray | None = None
+
+    def subset(self, rows: np.ndarray) -> "FitData":
+        """The rows ``rows`` (may repeat)."""
+        return dataclasses.replace(self, xw=self.xw[rows], arms=self.arms[rows], y=self.y[rows],
+                                   groups=None if self.groups is None else self.groups[rows])
+
+
+def prepare(settings: FitSettings, Y, T, X, W=None, groups=None) -> FitData:
+    """Validated and encoded data of a fit (``xw = [X | W]``)."""
     if X is None and W is None:
         raise ValueError("X is required (W alone is allowed only together with X=None "
                          "when you want an average effect); pass the covariates as X")
@@ -153,140 +229,224 @@ def check_fit_inputs(Y, T, X, W, categories="auto"):
     t_raw = V.as_1d("T", T)
     x = V.as_2d_float("X", X, allow_none=True)
     w = V.as_2d_float("W", W, allow_none=True)
-    V.check_same_length(Y=y, T=t_raw, X=x, W=w)
+    g = None if groups is None else V.as_1d("groups", groups)
+    V.check_same_length(Y=y, T=t_raw, X=x, W=w, groups=g)
     columns = Columns(0 if x is None else x.shape[1], 0 if w is None else w.shape[1],
                       V.column_names(X), V.column_names(W))
-    encoding, arms = encode_treatment(t_raw, categories)
+    encoding, arms = encode_treatment(t_raw, settings.categories)
     xw = np.hstack([a for a in (x, w) if a is not None])
-    return xw, arms, y, columns, encoding
+    codes = None if g is None else pd.factorize(pd.Series(g, dtype=object))[0]
+    return FitData(xw, arms, y, columns, encoding, codes)
 
 
-def split(arms: np.ndarray, rows: np.ndarray, seeds, config: CFRConfig, encoding):
-    """Stratified training/validation split of each member's units ``rows[k]`` (arms (K, n))."""
-    tr, va = [], []
-    for k, s in enumerate(seeds):
-        arms_k = arms[k][rows[k]]
-        counts = np.bincount(arms_k, minlength=encoding.n_arms)
-        n_val_min = np.ceil(counts * config.val_fraction)
-        too_small = (counts < 2) | (n_val_min < 1) | (counts - n_val_min < 1)
-        if too_small.any():
-            label = plain(encoding.categories[int(np.argmax(too_small))])
-            raise ValueError(
-                f"treatment arm {label!r} has only {counts[too_small].min()} unit(s); at "
-                f"least 2 are needed to split it into training and validation (val_fraction="
-                f"{config.val_fraction})"
-            )
-        a, b = train_test_split(np.arange(len(arms_k)), test_size=config.val_fraction,
-                                stratify=arms_k, random_state=sklearn_seed(s))
-        tr.append(rows[k][a])
-        va.append(rows[k][b])
-    return np.stack(tr), np.stack(va)
+# ============================================================================== train
+@dataclass(frozen=True)
+class Trained:
+    """The members of one stacked training, in plan order, and what they share."""
+
+    members: FittedMembers
+    preprocessing: Preprocessing
+    config: CFRConfig
+    failed: np.ndarray  # (K,) members whose training diverged before any checkpoint
+
+    def subset(self, idx: list) -> "Trained":
+        """Only the members ``idx`` (renumbered 0, 1, ...)."""
+        return Trained(self.members.select(idx), self.preprocessing.select(idx), self.config,
+                       self.failed[idx])
+
+    def outputs(self, xw: np.ndarray) -> np.ndarray:
+        """Every member's predictions of the raw covariates ``xw``: (K, n_arms, n)."""
+        return member_outputs(self.members.net, self.preprocessing, self.preprocessing.x(xw))
 
 
-def clamp_batch_size(config: CFRConfig, n_train: int) -> None:
-    """Clamp ``config.batch_size`` (with a warning) to a training split smaller than it."""
-    if config.batch_size > n_train:
-        warnings.warn(
-            f"batch_size={config.batch_size} is larger than the training split "
-            f"({n_train} units); using batch_size={n_train}",
-            UserWarning,
-            stacklevel=4,
-        )
-        config.batch_size = n_train
+@dataclass(frozen=True)
+class StreamSource:
+    """Training data read as a stream of mini-batches (:mod:`dowhy_cfr.streaming`):
+    ``batch_source() -> (x, t, y)`` standardised, the arms' shares of the training data
+    (K, n_arms), the validation data ``(y, arms, xw)`` raw, the preprocessing and encoding, and
+    ``hooks`` for :func:`~dowhy_cfr.core.train_cfr` (``model_wrapper``, ``gather_ipm``)."""
+
+    batch_source: object
+    arm_shares: np.ndarray
+    validation: tuple
+    preprocessing: Preprocessing
+    encoding: TreatmentEncoding
+    hooks: dict = dataclasses.field(default_factory=dict)
 
 
-def train(est, xw, arms, y, seeds, *, encoding, columns, rows=None, fixed_split=None,
-          drop_failed=False, alpha=None) -> FittedCFR:
-    """Train ``K = len(seeds)`` networks: member k on outcomes ``y[k]`` / arms ``arms[k]``
-    (shape (K, n)) of the units ``rows[k]`` (default: all), sharing the covariates ``xw`` (n, d),
-    or each on its own covariates ``xw[k]`` when ``xw`` has shape (K, n, d) (standardised per
-    member, as its own fit would be).
+def train_members(settings: FitSettings, plans: list, *, datasets: list | None = None,
+                  stream: StreamSource | None = None, on_failure: str = "raise",
+                  progress: bool | None = None) -> Trained:
+    """Train the members ``plans`` in one stacked pass: the one training function.
 
-    ``fixed_split = (train_rows, val_rows)`` (each (K, m)) fixes the training/validation units
-    instead of splitting ``rows`` (the bootstrap resamples each side of a unit-level split).
-    A member whose training diverged before any checkpoint is dropped with a warning if
-    ``drop_failed`` (ensemble members: the others still make an ensemble), kept (with its
-    initial weights, flagged in ``members.result.failed``) if ``drop_failed="keep"``, else an
-    error. ``alpha``: one value per member (candidates of a selection), else the estimator's.
+    In memory, member k trains on ``datasets[plans[k].dataset]`` (a :class:`FitData`; datasets
+    sharing one ``xw`` array share the covariates), on the units of its plan split into
+    training and validation by its seed, or on its fixed split. With ``stream`` the members
+    share the stream's mini-batches and its validation data. Members whose training diverges
+    before any checkpoint: ``on_failure="raise"`` raises, ``"drop"`` leaves them out with a
+    warning (ensemble members: the others still make an ensemble), ``"flag"`` keeps them,
+    flagged in ``failed`` (candidates of a selection).
     """
-    k = len(seeds)
-    if fixed_split is not None:
-        rows = np.concatenate(fixed_split, axis=1)
-    elif rows is None:
-        rows = np.tile(np.arange(xw.shape[-2]), (k, 1))
-    loss = resolve_loss(est.loss, y)
-    config = config_from(est, loss, None if alpha is None else float(alpha[0]))
+    progress = show_progress(settings.verbose) if progress is None else progress
+    if stream is not None:
+        return _survivors(_train_stream(settings, plans, stream, progress), on_failure)
+    k = len(plans)
+    per = [datasets[p.dataset] for p in plans]
+    encoding = per[0].encoding
+    y = np.stack([d.y for d in per])
+    arms = np.stack([d.arms for d in per])
+    shared = all(d.xw is per[0].xw for d in per)
+    xw = per[0].xw if shared else np.stack([d.xw for d in per])
+    loss = resolve_loss(settings.loss, y)
+    config = settings.config(loss, plans[0].params.get("alpha"))
+    rows, train_rows, val_rows = _member_rows(plans, per, config)
     pre = Preprocessing.fit(loss, xw, y, rows)
-    train_rows, val_rows = fixed_split or split(arms, rows, seeds, config, encoding)
-    clamp_batch_size(config, train_rows.shape[1])
-    device = resolve_device(est.device)
+    _clamp_batch_size(config, train_rows.shape[1])
     x = pre.x_tensor(xw)
     result = train_cfr(
         x if x.ndim == 3 else x.unsqueeze(0).expand(k, -1, -1),
-        torch.as_tensor(arms, dtype=torch.long),
-        torch.as_tensor(pre.y(y), dtype=torch.float32),
-        train_idx=torch.as_tensor(train_rows),
-        val_idx=torch.as_tensor(val_rows),
-        config=config,
-        seeds=seeds,
-        n_arms=encoding.n_arms,
-        per_model_data=True,
-        device=device,
-        progress=show_progress(est.verbose),
-        alpha=alpha,
-    )
-    members = FittedMembers.from_result(result, seeds, train_rows, val_rows)
-    fitted = FittedCFR(config, encoding, columns, pre, members, device=device)
-    failed = np.flatnonzero(result.failed).tolist()
-    if not failed or drop_failed == "keep":
-        return fitted
+        torch.as_tensor(arms, dtype=torch.long), torch.as_tensor(pre.y(y), dtype=torch.float32),
+        train_idx=torch.as_tensor(train_rows), val_idx=torch.as_tensor(val_rows), config=config,
+        seeds=[p.seed for p in plans], n_arms=encoding.n_arms, per_model_data=True,
+        device=settings.device, progress=progress, **_per_member(plans, config))
+    members = FittedMembers.from_result(result, [p.seed for p in plans], train_rows, val_rows)
+    return _survivors(Trained(members, pre, config, np.asarray(result.failed, dtype=bool)),
+                      on_failure)
+
+
+def _per_member(plans, config: CFRConfig) -> dict:
+    """The per-member hyper-parameters of the plans, as :func:`train_cfr`'s overrides."""
+    return {name: [p.params.get(name, getattr(config, name)) for p in plans]
+            for name in P.PER_MEMBER if any(name in p.params for p in plans)}
+
+
+def _member_rows(plans, per, config: CFRConfig):
+    """``(rows, train_rows, val_rows)``, each (K, m): the units of every member, split."""
+    rows, train, val = [], [], []
+    for p, d in zip(plans, per):
+        if p.split is not None:
+            tr, va = (np.asarray(r) for r in p.split)
+        else:
+            units = np.arange(len(d.y)) if p.rows is None else np.asarray(p.rows)
+            _check_arm_sizes(d.arms[units], d.encoding, config.val_fraction)
+            tr, va = P.split_units(d.arms, units, p.seed, config.val_fraction, d.groups)
+        rows.append(np.concatenate([tr, va]))
+        train.append(tr)
+        val.append(va)
+    train, val = _common_size(train, plans), _common_size(val, plans)
+    return np.concatenate([train, val], axis=1), train, val
+
+
+def _common_size(unit_sets: list, plans) -> np.ndarray:
+    """The members' unit sets as (K, m), m the smallest size: larger sets (grouped splits)
+    keep m of their units at random (seeded by the member)."""
+    m = min(len(r) for r in unit_sets)
+    return np.stack([r if len(r) == m else np.sort(np.random.default_rng(
+        sklearn_seed(p.seed)).choice(r, m, replace=False)) for r, p in zip(unit_sets, plans)])
+
+
+def _check_arm_sizes(arms: np.ndarray, encoding: TreatmentEncoding, val_fraction: float):
+    counts = np.bincount(arms, minlength=encoding.n_arms)
+    n_val_min = np.ceil(counts * val_fraction)
+    too_small = (counts < 2) | (n_val_min < 1) | (counts - n_val_min < 1)
+    if too_small.any():
+        label = plain(encoding.categories[int(np.argmax(too_small))])
+        raise ValueError(f"treatment arm {label!r} has only {counts[too_small].min()} unit(s); "
+                         f"at least 2 are needed to split it into training and validation "
+                         f"(val_fraction={val_fraction})")
+
+
+def _clamp_batch_size(config: CFRConfig, n_train: int) -> None:
+    """Clamp ``config.batch_size`` (with a warning) to a training split smaller than it."""
+    if config.batch_size > n_train:
+        warnings.warn(f"batch_size={config.batch_size} is larger than the training split "
+                      f"({n_train} units); using batch_size={n_train}", UserWarning, stacklevel=5)
+        config.batch_size = n_train
+
+
+def _train_stream(settings: FitSettings, plans, stream: StreamSource, progress) -> Trained:
+    """:func:`train_members` on a stream: every member draws the stream's mini-batches."""
+    y_val, arms_val, x_val = stream.validation
+    pre, seeds = stream.preprocessing, [p.seed for p in plans]
+    config = settings.config(pre.loss)
+    val_idx = np.stack([np.random.default_rng(s).permutation(len(y_val)) for s in seeds])
+    result = train_cfr(
+        pre.x_tensor(x_val), torch.as_tensor(arms_val),
+        torch.as_tensor(pre.y(y_val)[0], dtype=torch.float32), train_idx=None,
+        val_idx=torch.as_tensor(val_idx), config=config, seeds=seeds,
+        n_arms=stream.encoding.n_arms, batch_source=stream.batch_source,
+        arm_shares=torch.as_tensor(stream.arm_shares), device=settings.device,
+        progress=progress, **stream.hooks)
+    members = FittedMembers.from_result(result, seeds)
+    return Trained(members, pre, config, np.asarray(result.failed, dtype=bool))
+
+
+def _survivors(trained: Trained, on_failure: str) -> Trained:
+    """Apply the ``on_failure`` policy of :func:`train_members`."""
+    failed = np.flatnonzero(trained.failed).tolist()
+    if not failed or on_failure == "flag":
+        return trained
+    k = len(trained.failed)
     message = (f"the training of member(s) {failed} of {k} diverged before any checkpoint was "
                f"kept; lower learning_rate, alpha or weight_decay, or check the inputs for "
                f"extreme values")
-    if not drop_failed:
+    if on_failure != "drop":
         raise TrainingDivergedError(message)
-    warnings.warn(message + "; the ensemble goes on without them.", RuntimeWarning, stacklevel=4)
-    return fitted.select([j for j in range(k) if j not in failed])
+    warnings.warn(message + "; the ensemble goes on without them.", RuntimeWarning, stacklevel=5)
+    return trained.subset([j for j in range(k) if j not in failed])
 
 
-def check_second_stages(est) -> None:
-    """ValueError/TypeError naming the invalid parameter of the stages after training: the
-    debiasing (``debias``, ``cross_fit``, ``min_propensity``, ``cv``) and ``model_final``."""
-    if est.debias not in ("aipw", None):
-        raise ValueError(f"debias={est.debias!r} is invalid: use 'aipw' (doubly robust averages) "
-                         f"or None (the plug-in mean of the heads' effects)")
-    if not isinstance(est.cross_fit, (bool, np.bool_)):
-        raise TypeError(f"cross_fit must be True or False; got {est.cross_fit!r}")
-    if est.cross_fit and check_n_ensemble(est) < 2:
-        raise ValueError("cross_fit=True uses the n_ensemble members as cross-fitting folds; set "
-                         "n_ensemble >= 2 (e.g. n_ensemble=5) or cross_fit=False")
-    if not 0 < float(est.min_propensity) < 0.5:
-        raise ValueError(f"min_propensity={est.min_propensity!r} must be in (0, 0.5), e.g. 0.01")
-    V.check_int("cv", est.cv, 2)
-    if est.model_final is not None and not (hasattr(est.model_final, "fit")
-                                            and hasattr(est.model_final, "predict")):
-        raise TypeError(f"model_final must be a scikit-learn regressor with fit and predict "
-                        f"(e.g. sklearn.linear_model.LassoCV()) or None; got "
-                        f"{est.model_final!r}")
+# ============================================================================== nuisances
+def propensity_of(settings: FitSettings, data: FitData, seed: int,
+                  model=None) -> Propensity:
+    """The cross-fitted propensity of the fitted units (the nuisance layer), seeded by the
+    first member's seed; ``model`` replaces ``model_propensity`` (e.g. the family a fit kept)."""
+    return cross_fit_propensity(settings.model_propensity if model is None else model, data.xw,
+                                data.arms, n_arms=data.encoding.n_arms, cv=settings.cv,
+                                random_state=seed, min_propensity=settings.min_propensity,
+                                groups=data.groups)
 
 
-def cross_fit_rows(arms: np.ndarray, k: int, seed: int) -> np.ndarray:
-    """Training units (K, m) of ``k`` cross-fitting members: member j sees every unit outside the
-    j-th of ``k`` treatment-stratified folds (folds of unequal size: a member whose complement is
-    larger drops its excess units at random, so that all members have m units)."""
-    folds = StratifiedKFold(k, shuffle=True, random_state=sklearn_seed(seed))
-    rest = [tr for tr, _ in folds.split(np.zeros(len(arms)), arms)]
-    return _common_size(rest, np.random.default_rng(sklearn_seed(seed)))
+# ============================================================================== choose
+def select_alpha(settings: FitSettings, trained: Trained, data: FitData, propensity: Propensity,
+                 n_members: int):
+    """``alpha="auto"`` (or a grid): the members of the alpha with the best validation score,
+    and the table of scores.
+
+    Candidate g's member j is ``g * n_members + j`` (:func:`dowhy_cfr.plans.candidates`). Each
+    member is scored on its own validation units by the criteria of
+    :func:`dowhy_cfr.metrics.selection_scores`, with the fit's cross-fitted propensity and
+    out-of-fold arm-wise outcome regressions of the nuisance layer; an alpha's score is the mean
+    over its members, and :data:`ALPHA_CRITERION` decides (ties: the first in the grid).
+    """
+    grid = settings.alpha_grid
+    out = trained.outputs(data.xw)
+    tau = out[:, 1] - out[:, 0]
+    seed = trained.members.seeds[0]
+    mu = cross_fit_outcomes(data.xw, data.y, data.arms, n_arms=2, cv=settings.cv,
+                            random_state=seed, groups=data.groups)
+    e1 = propensity.e[:, 1]
+    nuisances = Nuisances(e1, e1 * mu[:, 1] + (1 - e1) * mu[:, 0], mu[:, 0], mu[:, 1])
+    rows = []
+    for k in range(len(tau)):
+        scores = (dict.fromkeys(SELECTION_CRITERIA, np.inf) if trained.failed[k] else
+                  selection_scores(tau[k], trained.members.val_rows[k], data.xw, data.y,
+                                   data.arms, nuisances))
+        rows.append({"alpha": grid[k // n_members], "member": k % n_members, **scores})
+    table = pd.DataFrame(rows).groupby("alpha", sort=False)[list(SELECTION_CRITERIA)].mean()
+    best = int(np.argmin(table[ALPHA_CRITERION].to_numpy()))
+    if not np.isfinite(table[ALPHA_CRITERION].iloc[best]):
+        raise TrainingDivergedError("the training of every alpha candidate diverged; lower "
+                                    "learning_rate or weight_decay, or check the inputs")
+    chosen = [k for k in range(best * n_members, (best + 1) * n_members)
+              if not trained.failed[k]]
+    selected = trained.subset(chosen)
+    selected = dataclasses.replace(selected, config=dataclasses.replace(selected.config,
+                                                                        alpha=grid[best]))
+    return selected, table.reset_index().assign(selected=lambda d: d.index == best)
 
 
-def _common_size(unit_sets, rng) -> np.ndarray:
-    """The unit sets stacked as (K, m), m the smallest size: larger sets keep m units at random
-    (sorted)."""
-    m = min(len(r) for r in unit_sets)
-    return np.stack([np.sort(rng.choice(r, m, replace=False)) if len(r) > m else r
-                     for r in unit_sets])
-
-
+# ============================================================================== average effects
 def out_of_fold(outputs: np.ndarray, members: FittedMembers) -> np.ndarray:
     """Per unit, the mean prediction (n, n_arms) of the members that did not train or validate on
     it (``outputs``: (K, n_arms, n)); NaN where every member saw the unit."""
@@ -295,104 +455,148 @@ def out_of_fold(outputs: np.ndarray, members: FittedMembers) -> np.ndarray:
         seen[j, rows] = True
     unseen = (~seen).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (np.einsum("kan,kn->na", outputs, unseen) / unseen.sum(0)[:, None])
+        return np.einsum("kan,kn->na", outputs, unseen) / unseen.sum(0)[:, None]
 
 
-def debias(est, fitted: FittedCFR, xw: np.ndarray, arms: np.ndarray, y: np.ndarray,
-           propensities: dict | None = None, *, cross_fit: bool | None = None) -> FittedCFR:
-    """Add the :class:`~dowhy_cfr.fitted.DebiasedStage` of the fitted units ``xw`` (raw), arms
-    and outcomes to a summarised fit: cross-fitted propensities, AIPW ATE per arm, and the shift
-    of the effects (``est.debias=None``: no propensities and no shift). Cross-fitted members
-    (``est.cross_fit``) give each unit out-of-fold outcome predictions. ``propensities``: a dict
-    shared by the fits of one call, so that datasets with the same units, treatments and seed
-    (e.g. the simulations of DoWhy's dummy-outcome refuter) cross-fit the propensity once.
-    ``cross_fit``: None follows ``est.cross_fit``; False uses in-sample predictions (bootstrap
-    replicas: all their members train on the replica's units)."""
-    outputs = fitted.outputs(fitted.preprocessing.x(xw))
+def debiased_stage(data: FitData, outputs: np.ndarray, members: FittedMembers,
+                   propensity: Propensity | None, *, cross_fit: bool) -> DebiasedStage:
+    """The fitted units' doubly robust stage: outcome predictions (out-of-fold for cross-fitting
+    members), the propensity, and the shift that makes the heads' mean effect the AIPW one
+    (``propensity=None``: ``debias=None``, no shift)."""
     mu_plugin = outputs.mean(0).T
     mu = mu_plugin
-    cross_fit = est.cross_fit if cross_fit is None else cross_fit
-    if cross_fit and fitted.members.train_rows is not None:
-        oof = out_of_fold(outputs, fitted.members)
+    if cross_fit and members.train_rows is not None:
+        oof = out_of_fold(outputs, members)
         mu = np.where(np.isnan(oof), mu_plugin, oof)
-    n_x, n_arms = fitted.columns.n_x, fitted.encoding.n_arms
-    stage = DebiasedStage(y, arms, mu, mu_plugin, None, fingerprint(xw[:, :n_x]),
-                          np.zeros(n_arms), np.zeros(n_arms - 1))
-    fitted.debiased = stage
-    if est.debias is None:
-        return fitted
-    propensities = {} if propensities is None else propensities
-    key = (fingerprint(xw), fingerprint(arms), fitted.members.seeds[0])
-    if key not in propensities:
-        propensities[key] = cross_fit_propensity(
-            est.model_propensity, xw, arms, n_arms=n_arms, cv=est.cv, return_model=True,
-            random_state=fitted.members.seeds[0], min_propensity=float(est.min_propensity))
-    stage.e, stage.propensity_model = propensities[key]
-    arm_means = aipw_potential_outcomes(y, arms, mu, stage.e).mean(0)  # AIPW E[Y(a)]
-    stage.arm_shift = arm_means - mu_plugin.mean(0)
-    theta = arm_means[1:] - arm_means[0]
-    if fitted.final is not None:
-        stage.final_shift = theta - fitted.final.predict(xw[:, :n_x]).mean(0)
-    fitted.tau_fit_mean = theta
-    return fitted
+    x = data.xw[:, :data.columns.n_x]
+    if propensity is None:
+        return DebiasedStage(x, data.y, data.arms, mu, mu_plugin, None,
+                             np.zeros(data.encoding.n_arms))
+    arm_means = aipw_scores(data.y, data.arms, mu, propensity.e).mean(0)  # AIPW E[Y(a)]
+    return DebiasedStage(x, data.y, data.arms, mu, mu_plugin, propensity.e,
+                         arm_means - mu_plugin.mean(0), propensity.model)
 
 
-def fit(est, Y, T, X, W=None) -> FittedCFR:
+# ============================================================================== final stage
+def final_stage(settings: FitSettings, data: FitData, outputs: np.ndarray, stage: DebiasedStage,
+                seed: int) -> FinalStage | None:
+    """``model_final`` (default: gradient boosting seeded by the first member) fitted to the
+    heads' unit-level effects on X, when both X and W were given; its predictions are shifted
+    to the stage's average effect when debiasing."""
+    n_x = data.columns.n_x
+    if data.columns.n_w == 0 or n_x == 0:
+        return None
+    model = settings.model_final
+    if model is None:
+        model = HistGradientBoostingRegressor(random_state=sklearn_seed(seed))
+    theta = stage.theta if stage.e is not None else None
+    return FinalStage.fit(model, data.xw[:, :n_x], effects_of(outputs.mean(0)), theta)
+
+
+def assemble(settings: FitSettings, trained: Trained, data: FitData,
+             propensity: Propensity | None, *, cross_fit: bool | None = None,
+             alpha_scores=None) -> FittedCFR:
+    """The :class:`FittedCFR` of trained members on the fitted units ``data``: the average
+    effects and the final stage, computed once."""
+    members, pre = trained.members, trained.preprocessing
+    outputs = trained.outputs(data.xw)
+    cross_fit = settings.cross_fit if cross_fit is None else cross_fit
+    stage = debiased_stage(data, outputs, members, propensity, cross_fit=cross_fit)
+    final = final_stage(settings, data, outputs, stage, members.seeds[0])
+    return FittedCFR(trained.config, data.encoding, data.columns, pre, members, stage.theta,
+                     final, stage, settings.device, alpha_scores)
+
+
+# ============================================================================== entry points
+def fit(est, Y, T, X, W=None, groups=None) -> FittedCFR:
     """What ``est.fit(Y, T, X=X, W=W)`` stores: ``n_ensemble`` networks trained together (the
     cross-fitting folds when ``est.cross_fit``; the best alpha's when ``est.alpha`` is a grid),
-    and the debiased stage (:func:`debias`)."""
-    check_second_stages(est)
-    grid = alpha_grid(est.alpha)
-    xw, arms, y, columns, encoding = check_fit_inputs(Y, T, X, W, est.categories)
-    k = check_n_ensemble(est)
-    seeds = draw_seeds(est.random_state, k)
-    rows = cross_fit_rows(arms, k, seeds[0]) if est.cross_fit else None
+    the doubly robust stage and the final stage."""
+    settings = FitSettings.of(est)
+    data = prepare(settings, Y, T, X, W, groups)
+    seeds = P.draw_seeds(settings.random_state, settings.n_ensemble)
+    plans = P.ensemble(seeds, data.arms, cross_fit=settings.cross_fit, groups=data.groups)
+    grid = settings.alpha_grid
     if grid is not None:
-        chosen = select_alpha(est, grid, xw, arms, y, seeds, encoding, columns, rows)
-        return debias(est, chosen.summarise(xw, est.model_final), xw, arms, y)
-    fitted = train(est, xw, np.tile(arms, (k, 1)), np.tile(y, (k, 1)), seeds,
-                   encoding=encoding, columns=columns, rows=rows, drop_failed=True)
-    return debias(est, fitted.summarise(xw, est.model_final), xw, arms, y)
+        if data.encoding.n_arms != 2:
+            raise ValueError(f"alpha={est.alpha!r} (selection) needs a binary treatment; T has "
+                             f"{data.encoding.n_arms} arms: give a number")
+        plans = P.candidates(plans, "alpha", grid)
+    trained = train_members(settings, plans, datasets=[data],
+                            on_failure="drop" if grid is None else "flag")
+    propensity = (propensity_of(settings, data, seeds[0])
+                  if settings.debias is not None or grid is not None else None)
+    scores = None
+    if grid is not None:
+        trained, scores = select_alpha(settings, trained, data, propensity, len(seeds))
+    return assemble(settings, trained, data, propensity if settings.debias else None,
+                    alpha_scores=scores)
 
 
-def select_alpha(est, grid, xw, arms, y, seeds, encoding, columns, rows=None) -> FittedCFR:
-    """``alpha="auto"`` (or a grid): the ensemble of the alpha with the best validation score.
+def fit_stacked(est, Y, T, X, W=None, units=None, seeds=None):
+    """One :class:`FittedCFR` per dataset ``(Y[k], T[k], X[k], W[k])`` (see ``CFR.fit_stacked``),
+    all trained in one stacked pass; also returns ``(Y[0], T[0], X[0])`` for EconML's
+    bookkeeping.
 
-    Every candidate alpha's ``E = len(seeds)`` members train in one stack of ``G * E`` networks;
-    candidate g's member j has seed ``seeds[j]`` (so the same validation split and initial
-    weights for every alpha). Each member is scored on its own validation units by the criteria
-    of :func:`dowhy_cfr.metrics.selection_scores`, with nuisances cross-fitted on all units
-    (:func:`dowhy_cfr.metrics.cross_fit_nuisances`); an alpha's score is the mean over its
-    members, and :data:`ALPHA_CRITERION` decides. Ties go to the first in the grid. ``rows``
-    (E, m): each member's units (cross-fitting folds), the same for every candidate.
+    ``seeds``: None draws one seed per dataset from ``est.random_state`` (``n_ensemble`` must be
+    1); ``"fit"`` gives every dataset the seeds ``est.fit`` draws (its ``n_ensemble`` members), so
+    dataset k's fit is what ``est.fit`` on it alone gives; or K (x n_ensemble) explicit seeds.
     """
-    if encoding.n_arms != 2:
-        raise ValueError(f"alpha={est.alpha!r} (selection) needs a binary treatment; T has "
-                         f"{encoding.n_arms} arms: give a number")
-    g, e = len(grid), len(seeds)
-    fitted = train(est, xw, np.tile(arms, (g * e, 1)), np.tile(y, (g * e, 1)), seeds * g,
-                   encoding=encoding, columns=columns, drop_failed="keep",
-                   rows=None if rows is None else np.tile(rows, (g, 1)),
-                   alpha=np.repeat(grid, e).tolist())
-    nuisances = cross_fit_nuisances(xw, y, arms, random_state=sklearn_seed(seeds[0]))
-    out = fitted.outputs(fitted.preprocessing.x(xw))
-    tau = out[:, 1] - out[:, 0]
-    failed = fitted.members.result.failed
-    rows = []
-    for k in range(g * e):
-        scores = (dict.fromkeys(SELECTION_CRITERIA, np.inf) if failed[k] else selection_scores(
-            tau[k], fitted.members.val_rows[k], xw, y, arms, nuisances))
-        rows.append({"alpha": grid[k // e], "member": k % e, **scores})
-    table = pd.DataFrame(rows).groupby("alpha", sort=False)[list(SELECTION_CRITERIA)].mean()
-    best = int(np.argmin(table[ALPHA_CRITERION].to_numpy()))
-    if not np.isfinite(table[ALPHA_CRITERION].iloc[best]):
-        raise TrainingDivergedError("the training of every alpha candidate diverged; lower "
-                                    "learning_rate or weight_decay, or check the inputs")
-    members = [k for k in range(best * e, (best + 1) * e) if not failed[k]]
-    chosen = fitted.select(members)
-    chosen.config = dataclasses.replace(chosen.config, alpha=grid[best])
-    chosen.alpha_scores = table.reset_index().assign(selected=lambda d: d.index == best)
-    return chosen
+    settings = FitSettings.of(est)
+    if settings.alpha_grid is not None:
+        raise ValueError(f"alpha={est.alpha!r} (selection from a grid) is supported by CFR.fit "
+                         f"only; give a number here, e.g. the alpha_ a fit selected")
+    ys, ts, xs, ws = _stacked_inputs(Y, T, X, W)
+    k, e = len(ys), settings.n_ensemble
+    member_seeds = _stacked_seeds(settings, seeds, k, e)
+    data = [prepare(settings, *a) for a in zip(ys, ts, xs, ws)]
+    if any(list(d.encoding.categories) != list(data[0].encoding.categories) for d in data):
+        raise ValueError("the datasets' treatments have different levels; fit_stacked needs the "
+                         "same levels in every dataset (pass categories=[...] to the estimator)")
+    data = _shared_covariates(data, xs, ws, units)
+    rows = _check_units(units, k, len(data[0].y))
+    folds = None
+    if settings.cross_fit:
+        if rows is not None:
+            raise ValueError("units cannot be combined with cross_fit=True in fit_stacked")
+        folds = _stacked_folds([d.arms for d in data], member_seeds, e)
+    trained = train_members(settings, P.datasets(member_seeds, e, units=rows, folds=folds),
+                            datasets=data)
+    fits, propensities = [], _PropensityCache(settings)
+    for j, d in enumerate(data):
+        used = d if rows is None else d.subset(rows[j])
+        prop = propensities.get(used, member_seeds[j * e]) if settings.debias else None
+        fits.append(assemble(settings, trained.subset(list(range(j * e, (j + 1) * e))), used,
+                             prop))
+    return fits, (ys[0], ts[0], xs[0])
+
+
+class _PropensityCache:
+    """Cross-fitted propensities shared by datasets with the same units, treatments and seed
+    (e.g. the simulations of DoWhy's dummy-outcome refuter): cross-fitted once."""
+
+    def __init__(self, settings: FitSettings):
+        self.settings, self.entries = settings, []
+
+    def get(self, data: FitData, seed: int) -> Propensity:
+        for (xw, arms, s), prop in self.entries:
+            if s == seed and (xw is data.xw or np.array_equal(xw, data.xw)) \
+                    and np.array_equal(arms, data.arms):
+                return prop
+        prop = propensity_of(self.settings, data, seed)
+        self.entries.append(((data.xw, data.arms, seed), prop))
+        return prop
+
+
+def _shared_covariates(data: list, xs, ws, units) -> list:
+    """Datasets given one shared X/W share one covariate array (the stack then shares it)."""
+    if all(x is xs[0] for x in xs) and all(w is ws[0] for w in ws):
+        return [dataclasses.replace(d, xw=data[0].xw) for d in data]
+    shapes = {d.xw.shape for d in data}
+    if len(shapes) != 1 or units is not None:
+        raise ValueError(f"per-dataset X must all have one shape (got {sorted(shapes)}) and "
+                         f"cannot be combined with units")
+    return data
 
 
 def _stacked_inputs(Y, T, X, W):
@@ -425,117 +629,58 @@ def _check_units(units, k: int, n: int):
     return rows
 
 
-def _stacked_seeds(est, seeds, k: int, e: int) -> list[int]:
+def _stacked_seeds(settings: FitSettings, seeds, k: int, e: int) -> list[int]:
     """The ``k * e`` member seeds of fit_stacked (dataset j: members ``j*e .. j*e+e-1``)."""
     if seeds is None:
         if e != 1:
             raise ValueError("fit_stacked with seeds=None needs n_ensemble=1 (one network per "
                              "dataset); use seeds='fit' for ensembles")
-        return draw_seeds(est.random_state, k)
+        return P.draw_seeds(settings.random_state, k)
     if isinstance(seeds, str):
         if seeds != "fit":
             raise ValueError(f"seeds={seeds!r} is invalid: use None, 'fit' or K seeds")
-        return draw_seeds(est.random_state, e) * k
+        return P.draw_seeds(settings.random_state, e) * k
     arr = np.asarray(seeds, dtype=np.int64).reshape(k, -1)
     if arr.shape[1] != e:
         raise ValueError(f"seeds must hold K={k} x n_ensemble={e} seeds; got {np.size(seeds)}")
     return [int(s) for s in arr.ravel()]
 
 
-def fit_stacked(est, Y, T, X, W=None, units=None, seeds=None):
-    """One :class:`FittedCFR` per dataset ``(Y[k], T[k], X[k], W[k])`` (see ``CFR.fit_stacked``),
-    all trained in one stacked pass; also returns ``(Y[0], T[0], X[0])`` for EconML's
-    bookkeeping.
-
-    ``seeds``: None draws one seed per dataset from ``est.random_state`` (``n_ensemble`` must be
-    1); ``"fit"`` gives every dataset the seeds ``est.fit`` draws (its ``n_ensemble`` members), so
-    dataset k's fit is what ``est.fit`` on it alone gives; or K (x n_ensemble) explicit seeds.
-    """
-    check_second_stages(est)
-    ys, ts, xs, ws = _stacked_inputs(Y, T, X, W)
-    k, e = len(ys), check_n_ensemble(est)
-    member_seeds = _stacked_seeds(est, seeds, k, e)
-    checked = [check_fit_inputs(*a, est.categories) for a in zip(ys, ts, xs, ws)]
-    xw, _, _, columns, encoding = checked[0]
-    if any(list(c[4].categories) != list(encoding.categories) for c in checked):
-        raise ValueError("the datasets' treatments have different levels; fit_stacked needs the "
-                         "same levels in every dataset (pass categories=[...] to the estimator)")
-    shared_x = all(x is xs[0] for x in xs) and all(w is ws[0] for w in ws)
-    if not shared_x:
-        shapes = {c[0].shape for c in checked}
-        if len(shapes) != 1 or units is not None:
-            raise ValueError(f"per-dataset X must all have one shape (got {sorted(shapes)}) and "
-                             f"cannot be combined with units")
-        xw = np.repeat(np.stack([c[0] for c in checked]), e, axis=0)
-    rows = _check_units(units, k, xw.shape[-2])
-    member_rows = None if rows is None else np.repeat(rows, e, axis=0)
-    if est.cross_fit:
-        if rows is not None:
-            raise ValueError("units cannot be combined with cross_fit=True in fit_stacked")
-        member_rows = _stacked_folds([c[1] for c in checked], member_seeds, e)
-    fitted = train(est, xw, np.repeat(np.stack([c[1] for c in checked]), e, axis=0),
-                   np.repeat(np.stack([c[2] for c in checked]), e, axis=0), member_seeds,
-                   encoding=encoding, columns=columns, rows=member_rows)
-    fits, propensities = [], {}
-    for j, (xw_j, arms_j, y_j, _, _) in enumerate(checked):
-        used = slice(None) if rows is None else rows[j]
-        member = fitted.select(list(range(j * e, (j + 1) * e))).summarise(xw_j[used],
-                                                                          est.model_final)
-        fits.append(debias(est, member, xw_j[used], arms_j[used], y_j[used], propensities))
-    return fits, (ys[0], ts[0], xs[0])
-
-
-def _stacked_folds(arms_per_dataset, member_seeds, e: int) -> np.ndarray:
-    """The cross-fitting units (K * e, m) of fit_stacked: dataset j's folds as its own fit draws
-    them (:func:`cross_fit_rows`), cut to the smallest m of all datasets where they differ."""
-    folds = [cross_fit_rows(a, e, member_seeds[j * e]) for j, a in enumerate(arms_per_dataset)]
-    return _common_size([r for f in folds for r in f],
-                        np.random.default_rng(sklearn_seed(member_seeds[0])))
-
-
-def resample_within_arms(units: np.ndarray, arms: np.ndarray, rng) -> np.ndarray:
-    """Draw ``len(units)`` of ``units`` with replacement, keeping each arm's count (sorted)."""
-    parts = [rng.choice(units[arms[units] == a], size=int((arms[units] == a).sum()))
-             for a in np.unique(arms[units])]
-    return np.sort(np.concatenate(parts))
+def _stacked_folds(arms_per_dataset, member_seeds, e: int) -> list:
+    """The cross-fitting units of fit_stacked: dataset j's folds as its own fit draws them
+    (:func:`dowhy_cfr.nuisance.member_rows`)."""
+    return [r for j, a in enumerate(arms_per_dataset) for r in member_rows(a, e, member_seeds[j * e])]
 
 
 def _bootstrap_rng(random_state) -> np.random.Generator:
     if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
         return np.random.default_rng([int(random_state), 0xB0075])  # not the estimator's stream
-    return np.random.default_rng(check_random_state(random_state).randint(0, _SEED_HIGH))
+    return np.random.default_rng(check_random_state(random_state).randint(0, P.SEED_HIGH))
 
 
-def bootstrap(est, Y, T, X, W, n_replicas: int, random_state) -> list[FittedCFR]:
+def bootstrap(est, Y, T, X, W, n_replicas: int, random_state, *, propensity) -> list[FittedCFR]:
     """``n_replicas`` fits of ``est``, each on a resample of the units drawn with replacement
-    within each treatment arm -- all in one stacked pass.
+    within each treatment arm -- all in one stacked pass (:func:`dowhy_cfr.plans.bootstrap`).
 
-    With ``n_ensemble = E`` every replica is itself an ensemble of E networks (K = B * E). The
-    *units* are split into training and validation first (the estimator's stratified split, with
-    the replica's seed), then each side is resampled: resampling first would put copies of one
-    unit on both sides, and the validation loss would reward memorising the training units.
+    With ``n_ensemble = E`` every replica is itself an ensemble of E networks (K = B * E); its
+    members train on the replica's units (no cross-fitting). ``propensity``: the fit's own
+    cross-fitted propensity (or None with ``debias=None``); each replica's doubly robust stage
+    uses it for its units. The propensity is a nuisance of an orthogonal score, whose estimation
+    error does not enter the ATE's first-order variance (Chernozhukov et al. 2018), so the
+    replicas keep it fixed, as the multiplier bootstrap of double machine learning does: this
+    leaves no copy of a unit on both sides of a cross-fitting split, and costs nothing.
     """
-    xw, arms, y, columns, encoding = check_fit_inputs(Y, T, X, W, est.categories)
+    settings = FitSettings.of(est)
+    data = prepare(settings, Y, T, X, W)
     rng = _bootstrap_rng(random_state)
-    e = check_n_ensemble(est)
-    seeds = draw_seeds(rng, n_replicas * e)
-    config = config_from(est, resolve_loss(est.loss, y[None, :]))
-    all_units = np.arange(len(arms))[None, :]
-    train_rows, val_rows = [], []
-    for b in range(n_replicas):
-        tr, va = split(arms[None, :], all_units, [seeds[b * e]], config, encoding)
-        train_rows.append(resample_within_arms(tr[0], arms, rng))
-        val_rows.append(resample_within_arms(va[0], arms, rng))
-    train_rows = np.repeat(np.stack(train_rows), e, axis=0)
-    val_rows = np.repeat(np.stack(val_rows), e, axis=0)
-    k = n_replicas * e
-    fitted = train(est, xw, np.tile(arms, (k, 1)), np.tile(y, (k, 1)), seeds, encoding=encoding,
-                   columns=columns, fixed_split=(train_rows, val_rows))
-    rows = np.concatenate([train_rows, val_rows], axis=1)
+    e = settings.n_ensemble
+    val_fraction = settings.config_params.get("val_fraction", CFRConfig().val_fraction)
+    plans = P.bootstrap(data.arms, n_replicas, e, rng, val_fraction)
+    trained = train_members(settings, plans, datasets=[data])
     replicas = []
     for b in range(n_replicas):
-        used = rows[b * e]
-        replica = fitted.select(list(range(b * e, (b + 1) * e))).summarise(xw[used], est.model_final)
-        replicas.append(debias(est, replica, xw[used], arms[used], y[used], cross_fit=False))
+        rows = np.concatenate(plans[b * e].split)
+        prop = None if propensity is None else Propensity(propensity.e[rows], propensity.model)
+        replicas.append(assemble(settings, trained.subset(list(range(b * e, (b + 1) * e))),
+                                 data.subset(rows), prop, cross_fit=False))
     return replicas
-

@@ -27,7 +27,6 @@ from econml.utilities import filter_none_kwargs
 
 from . import _validation as V
 from .debiased import AverageEffect, aipw_terms, best_linear_projection
-from .fitted import fingerprint
 
 __all__ = ["CFRBootstrapInference", "CFRAIPWInference", "AverageEffectsMixin"]
 
@@ -139,15 +138,29 @@ class AverageEffectsMixin:
     def ate(self, X=None, *, T0=0, T1=1):
         """The mean of ``effect(X, T0=T0, T1=T1)`` over the rows of X (EconML's contract).
 
-        ``X=None`` (for an estimator fitted with X and ``debias="aipw"``): the average effect
-        over the fitted units, which is the mean of ``effect`` over them: the doubly robust ATE.
+        ``X=None`` (for an estimator fitted with X): the average effect over the fitted units,
+        which is the mean of ``effect`` over them: the doubly robust ATE (the heads' plug-in mean
+        with ``debias=None``).
         """
         fitted = self._check_fitted()
         stage = fitted.debiased
-        if X is not None or fitted.columns.n_x == 0 or stage is None or stage.e is None:
+        if X is not None or fitted.columns.n_x == 0 or stage is None:
             return super().ate(X, T0=T0, T1=T1)
-        value = self.average_effect("ate", T0=T0, T1=T1).estimate
+        value = self.average_effect("ate", T0=T0, T1=T1, debiased=stage.e is not None).estimate
         return np.full(self._d_y, value) if self._d_y else np.float64(value)
+
+    def const_marginal_ate(self, X=None):
+        """The mean of ``const_marginal_effect(X)`` over the rows of X; ``X=None``: each arm's
+        average effect vs control over the fitted units (as :meth:`ate`)."""
+        fitted = self._check_fitted()
+        stage = fitted.debiased
+        if X is not None or fitted.columns.n_x == 0 or stage is None:
+            return super().const_marginal_ate(X)
+        cats = fitted.encoding.categories
+        values = np.array([self.average_effect("ate", T0=cats[0], T1=c,
+                                               debiased=stage.e is not None).estimate
+                           for c in cats[1:]])
+        return np.reshape(values, tuple(self._d_y) + tuple(self._d_t))
 
 
 class CFRAIPWInference(Inference):
@@ -184,8 +197,8 @@ class CFRAIPWInference(Inference):
         fitted = self._est.fitted_
         if X is None:
             return
-        if fitted.columns.n_x == 0 or fingerprint(fitted.columns.block("X", X)) != \
-                fitted.debiased.x_key:
+        if fitted.columns.n_x == 0 or not fitted.debiased.is_fitted_x(
+                fitted.columns.block("X", X)):
             raise ValueError(_OTHER_UNITS)
 
     def ate_inference(self, X=None, *, T0=0, T1=1):
@@ -329,3 +342,30 @@ class CFRBootstrapInference(BootstrapInference):
         self._d_y = estimator._d_y
         self.d_t = self._d_t[0] if self._d_t else 1
         self.d_y = self._d_y[0] if self._d_y else 1
+
+    # The average effects' intervals come from the replicas' own averages (EconML's generic
+    # Inference would bound them by the pointwise variances instead, far too wide).
+    def ate_interval(self, X=None, *, T0=0, T1=1, alpha=0.05):
+        """The ``bootstrap_type`` interval of ``ate(X)`` from the replicas' ``ate(X)`` (X=None:
+        each replica's average effect over its own resample of the fitted units)."""
+        return self._est.ate_interval(X, T0=T0, T1=T1, lower=100 * alpha / 2,
+                                      upper=100 * (1 - alpha / 2))
+
+    def ate_stderr(self, X=None, *, T0=0, T1=1):
+        """The standard deviation of the replicas' ``ate(X)``."""
+        return self._est.ate_std(X, T0=T0, T1=T1)
+
+    def ate_inference(self, X=None, *, T0=0, T1=1):
+        """EconML's population summary of ``ate(X)`` with the replicas' standard deviation as
+        its standard error (normal intervals; ``ate_interval`` uses ``bootstrap_type``)."""
+        wrapped = self._est._wrapped
+        pred = np.atleast_1d(wrapped.ate(X, T0=T0, T1=T1)) if X is None else np.asarray(
+            wrapped.effect(X, T0=T0, T1=T1), dtype=float)
+        return PopulationSummaryResults(pred=pred, pred_stderr=np.zeros_like(pred),
+                                        mean_pred_stderr=self.ate_stderr(X, T0=T0, T1=T1),
+                                        d_t=1, d_y=self.d_y)
+
+    def const_marginal_ate_interval(self, X=None, *, alpha=0.05):
+        """The ``bootstrap_type`` interval of each arm's average effect, from the replicas."""
+        return self._est.const_marginal_ate_interval(X, lower=100 * alpha / 2,
+                                                     upper=100 * (1 - alpha / 2))

@@ -37,14 +37,9 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 from scipy.spatial import cKDTree
-from sklearn.base import clone
-from sklearn.ensemble import HistGradientBoostingRegressor
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import StratifiedKFold
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
-
 from . import _validation as V
+from .nuisance import (aipw_scores, cross_fit_outcomes, cross_fit_propensity,
+                       logistic_propensity_model)
 
 __all__ = [
     "sqrt_pehe",
@@ -372,11 +367,13 @@ def cross_fit_nuisances(x, y, t, *, n_folds: int = 5, outcome_model=None, propen
                         clip: float = 0.01, random_state=None) -> Nuisances:
     """Cross-fitted nuisance functions for :func:`r_loss` and :func:`dr_loss`.
 
-    The units are split into ``n_folds`` folds stratified by treatment
-    (:class:`~sklearn.model_selection.StratifiedKFold`); each fold's predictions come from models
-    fitted on the other folds (Chernozhukov et al. 2018), so no unit's own outcome enters its
-    nuisance values. Fitted per fold: ``e(x) = P(t=1 | x)`` (classifier), ``m(x) = E[y | x]``
-    on all units, ``mu0`` on the controls and ``mu1`` on the treated (regressors).
+    The units are split into ``n_folds`` treatment-stratified folds
+    (:func:`dowhy_cfr.nuisance.folds`); each fold's predictions come from models fitted on the
+    other folds (Chernozhukov et al. 2018), so no unit's own outcome enters its nuisance values.
+    Fitted per fold by the nuisance layer: ``e(x) = P(t=1 | x)``
+    (:func:`~dowhy_cfr.nuisance.cross_fit_propensity`), ``mu0`` on the controls and ``mu1`` on
+    the treated (:func:`~dowhy_cfr.nuisance.cross_fit_outcomes`); ``m(x) = E[y | x]`` is
+    ``e mu1 + (1 - e) mu0``.
 
     Parameters
     ----------
@@ -388,7 +385,7 @@ def cross_fit_nuisances(x, y, t, *, n_folds: int = 5, outcome_model=None, propen
         Treatment.
     n_folds : int, default 5
     outcome_model : sklearn regressor, optional
-        Default ``HistGradientBoostingRegressor(max_iter=100, min_samples_leaf=20)``.
+        Default :func:`dowhy_cfr.nuisance.outcome_model` (histogram gradient boosting).
     propensity_model : sklearn classifier with ``predict_proba``, optional
         Default: standardised covariates, then ``LogisticRegression()`` (L2, C = 1).
     clip : float, default 0.01
@@ -405,20 +402,14 @@ def cross_fit_nuisances(x, y, t, *, n_folds: int = 5, outcome_model=None, propen
     t = _binary("t", t, x.shape[0]).astype(int)
     if min(t.sum(), (1 - t).sum()) < n_folds:
         raise ValueError(f"each arm needs at least n_folds={n_folds} units for cross-fitting")
-    reg = outcome_model if outcome_model is not None else HistGradientBoostingRegressor(
-        max_iter=100, min_samples_leaf=20, random_state=random_state)
-    clf = propensity_model if propensity_model is not None else make_pipeline(
-        StandardScaler(), LogisticRegression(max_iter=1000))
-    out = np.zeros((4, x.shape[0]))
-    folds = StratifiedKFold(n_folds, shuffle=True, random_state=random_state)
-    for fit_rows, pred_rows in folds.split(x, t):
-        xf, yf, tf = x[fit_rows], y[fit_rows], t[fit_rows]
-        out[0, pred_rows] = clone(clf).fit(xf, tf).predict_proba(x[pred_rows])[:, 1]
-        out[1, pred_rows] = clone(reg).fit(xf, yf).predict(x[pred_rows])
-        for arm in (0, 1):
-            out[2 + arm, pred_rows] = clone(reg).fit(xf[tf == arm], yf[tf == arm]).predict(
-                x[pred_rows])
-    return Nuisances(np.clip(out[0], clip, 1 - clip), out[1], out[2], out[3])
+    seed = 0 if random_state is None else int(random_state)
+    model = logistic_propensity_model() if propensity_model is None else propensity_model
+    e = cross_fit_propensity(model, x, t, n_arms=2, cv=n_folds, random_state=seed,
+                             min_propensity=0.0).e[:, 1]
+    mu = cross_fit_outcomes(x, y, t, n_arms=2, cv=n_folds, random_state=seed,
+                            model=outcome_model)
+    e = np.clip(e, clip, 1 - clip)
+    return Nuisances(e, e * mu[:, 1] + (1 - e) * mu[:, 0], mu[:, 0], mu[:, 1])
 
 
 def r_loss(tau_hat, y, t, m, e) -> float:
@@ -477,10 +468,11 @@ def dr_pseudo_outcome(y, t, e, mu0, mu1) -> np.ndarray:
     y = V.as_vector("y", y)
     n = y.shape[0]
     e, mu0, mu1 = (V.as_vector(k, v, n) for k, v in (("e", e), ("mu0", mu0), ("mu1", mu1)))
-    t = _binary("t", t, n).astype(float)
+    t = _binary("t", t, n).astype(int)
     if not ((e > 0) & (e < 1)).all():
         raise ValueError("e must lie strictly between 0 and 1; clip the propensity")
-    return mu1 - mu0 + t * (y - mu1) / e - (1 - t) * (y - mu0) / (1 - e)
+    psi = aipw_scores(y, t, np.column_stack([mu0, mu1]), np.column_stack([1 - e, e]))
+    return psi[:, 1] - psi[:, 0]
 
 
 def dr_loss(tau_hat, y, t, e, mu0, mu1) -> float:

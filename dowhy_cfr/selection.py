@@ -19,8 +19,8 @@ Test units are never passed in: the function only receives index arrays of the t
 validation units and reads no other rows of ``X``, ``Y``, ``T`` or ``e``.
 
 Candidates that share an architecture (everything but ``alpha`` and ``weight_decay``) are trained
-together in one stacked pass of :func:`dowhy_cfr.core.train_cfr` with per-model ``alpha`` /
-``weight_decay``; the search draws ``per_architecture`` alphas for every architecture it draws so
+together in one stacked pass of the fit path (:func:`dowhy_cfr.fitting.train_members`, with the
+preprocessing of ``CFR.fit``) with per-member ``alpha`` / ``weight_decay``; the search draws ``per_architecture`` alphas for every architecture it draws so
 that this K-stacking applies.
 
 Search ranges
@@ -43,10 +43,12 @@ import pandas as pd
 import torch
 
 from . import _validation as V
-from .core import CFRConfig, TrainingDivergedError, predict, train_cfr
-from .fitted import Preprocessing, plain, sklearn_seed
-from .fitting import CONFIG_FIELDS, draw_seeds
+from . import fitting
+from . import plans as P
+from .core import TrainingDivergedError
+from .fitted import plain
 from .metrics import cross_fit_nuisances, dr_loss, nn_pehe, policy_risk, r_loss
+from .nuisance import sklearn_seed
 
 __all__ = ["PAPER_SPACE", "DEFAULT_SPACE", "SearchResult", "random_search"]
 
@@ -213,28 +215,25 @@ def random_search(
     fixed = dict(fixed or {})
     space = dict(DEFAULT_SPACE if space is None else space)
     base_params = CFR(**fixed).get_params()
-    unknown = [k for k in space if k not in CONFIG_FIELDS]
+    unknown = [k for k in space if k not in fitting.CONFIG_FIELDS]
     if unknown:
-        raise ValueError(f"cannot search {unknown}: searchable are {sorted(CONFIG_FIELDS)}")
+        raise ValueError(f"cannot search {unknown}: searchable are {sorted(fitting.CONFIG_FIELDS)}")
     space = {k: list(v) for k, v in space.items() if k not in fixed}
     rng = np.random.default_rng(random_state)
     groups = _sample(space, rng, int(n_candidates), int(per_architecture))
 
-    # preprocessing with the statistics of train + val only (as the estimator would)
-    loss = "logloss" if binary else "mse"
-    pre = Preprocessing.from_moments(loss, x.mean(0), x.std(0), [y.mean()], [y.std()])
-    data = (pre.x_tensor(x), torch.as_tensor(t, dtype=torch.long),
-            torch.as_tensor(pre.y(y)[0], dtype=torch.float32))
-    positions = (np.arange(train.size), np.arange(train.size, x.shape[0]))
+    # the training and validation units only (training first), prepared as CFR.fit prepares
+    n_tr = train.size
+    positions = (np.arange(n_tr), np.arange(n_tr, x.shape[0]))
     score = _scorer(metric, x, y, t, positions[1], e_val, random_state)
-    base = {f: base_params[f] for f in CONFIG_FIELDS if f in base_params}
     rows, sampled = [], []  # per candidate: result row, sampled hyper-parameters
     for g, (arch, members) in enumerate(_progress(groups, progress)):
-        params = {**base, **arch, "batch_size": int(min({**base, **arch}["batch_size"],
-                                                          train.size))}
-        config = CFRConfig(loss=loss, **params).validate()
-        alphas = [m.get("alpha", config.alpha) for m in members]
-        taus, best = _train_group(data, positions, pre, config, members, rng)
+        params = {**base_params, **arch, "verbose": 0}
+        params["batch_size"] = int(min(params["batch_size"], n_tr))
+        settings = fitting.FitSettings.of(CFR(**params))
+        data = fitting.prepare(settings, y, t, x)
+        alphas = [m.get("alpha", settings.config_params["alpha"]) for m in members]
+        taus, best = _train_group(settings, data, positions, members, rng)
         for j, m in enumerate(members):
             sampled.append({**arch, **m})
             row = {"candidate": len(rows), "group": g, **arch, **m}
@@ -297,28 +296,21 @@ def _progress(groups, progress: bool):
     return tqdm(groups, desc="random search", leave=False)
 
 
-def _train_group(data, positions, pre, config, members, rng):
-    """Train one architecture's candidates in one stacked pass (per-model alpha and weight
-    decay); their effects on the validation units (K, n_val) and best steps, or (None, None)
-    when the training diverged."""
-    k = len(members)
-    x_t, t_t, y_t = data
+def _train_group(settings, data, positions, members, rng):
+    """Train one architecture's candidates in one stacked pass of the fit path (per-member alpha
+    and weight decay, the fixed training/validation split); their effects on the validation
+    units (K, n_val) and best steps, or (None, None) when every candidate diverged."""
     tr_pos, va_pos = positions
-    seeds = draw_seeds(rng, k)
+    plans = [P.MemberPlan(seed, split=(tr_pos, va_pos), params=dict(m))
+             for seed, m in zip(P.draw_seeds(rng, len(members)), members)]
     try:
-        res = train_cfr(
-            x_t, t_t, y_t,
-            train_idx=torch.as_tensor(np.tile(tr_pos, (k, 1))),
-            val_idx=torch.as_tensor(np.tile(va_pos, (k, 1))),
-            config=config, seeds=seeds,
-            alpha=[m.get("alpha", config.alpha) for m in members],
-            weight_decay=[m.get("weight_decay", config.weight_decay) for m in members],
-        )
+        trained = fitting.train_members(settings, plans, datasets=[data], on_failure="flag")
     except TrainingDivergedError:
         return None, None
-    out = predict(res.net, x_t[va_pos]).double().numpy()  # (K, 2, n_val)
-    mu = pre.outputs(out)
-    return mu[:, 1] - mu[:, 0], res.best_step
+    mu = trained.outputs(data.xw[va_pos])  # (K, 2, n_val)
+    tau = mu[:, 1] - mu[:, 0]
+    tau[trained.failed] = np.nan
+    return tau, trained.members.best_iteration
 
 
 def _scorer(metric, x, y, t, va_pos, e_val, random_state):

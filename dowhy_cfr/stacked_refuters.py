@@ -81,7 +81,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import clone
 
-from .debiased import default_propensity_models
+from .nuisance import default_propensity_models
 from .dowhy_adapter import CFREstimator, in_data_order
 
 __all__ = ["REFUTERS", "refute_stacked", "stacking_options", "dowhy_refuter", "is_cfr_estimate",

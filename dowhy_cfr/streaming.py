@@ -22,8 +22,8 @@ import torch
 
 from . import _validation as V
 from . import fitting
-from .core import train_cfr
-from .fitted import Columns, FittedCFR, FittedMembers, Preprocessing, TreatmentEncoding
+from . import plans as P
+from .fitted import Columns, FittedCFR, Preprocessing, TreatmentEncoding, effects_of
 
 
 __all__ = ["fit_chunks", "parquet_chunks"]
@@ -168,7 +168,8 @@ def fit_chunks(est, chunks, validation, *, on_chunk: Callable | None = None):
     if validation is None or len(validation) != 3:
         raise ValueError("validation=(Y_val, T_val, X_val) is required: held-out data for early "
                          "stopping (it must fit in memory)")
-    k = fitting.check_n_ensemble(est)
+    settings = fitting.FitSettings.of(est)
+    k = settings.n_ensemble
     xm, ym, labels, binary, d = _statistics(chunks)
     y_val, t_val, x_val = _chunk_arrays(validation, "validation")
     if x_val.shape[1] != d:
@@ -180,18 +181,13 @@ def fit_chunks(est, chunks, validation, *, on_chunk: Callable | None = None):
     if (counts == 0).any():
         raise ValueError(f"treatment categories {[c for c, n in zip(encoding.categories, counts) if n == 0]} "
                          f"have no training units")
-    pre, config, seeds = preprocessing(est, binary=binary, x_mean=xm.mean, x_std=xm.std,
-                                       y_mean=np.full(k, ym.mean[0]), y_std=np.full(k, ym.std[0]))
-    stream = batch_stream(encoding, pre, chunks, config.batch_size,
-                          np.random.default_rng(seeds[0]), on_chunk)
-    shares = torch.as_tensor(np.tile(counts / counts.sum(), (k, 1)))
-    val_idx = np.stack([np.random.default_rng(s).permutation(len(y_val)) for s in seeds])
-    fitted = train_from_stream(
-        est, stream, config=config, encoding=encoding, preprocessing=pre,
-        columns=Columns(d, 0, V.column_names(validation[2])),
-        validation=(y_val, encoding.arms(t_val), x_val), val_idx=val_idx, seeds=seeds,
-        arm_shares=shares, progress=fitting.show_progress(est.verbose))
-    return fitted
+    pre, seeds = preprocessing(settings, binary=binary, x_mean=xm.mean, x_std=xm.std,
+                               y_mean=np.full(k, ym.mean[0]), y_std=np.full(k, ym.std[0]))
+    batch = settings.config(pre.loss).batch_size
+    stream = batch_stream(encoding, pre, chunks, batch, np.random.default_rng(seeds[0]), on_chunk)
+    source = fitting.StreamSource(lambda: next(stream), np.tile(counts / counts.sum(), (k, 1)),
+                                  (y_val, encoding.arms(t_val), x_val), pre, encoding)
+    return train_on_stream(settings, source, seeds, Columns(d, 0, V.column_names(validation[2])))
 
 
 def encoding_of_labels(est, labels) -> TreatmentEncoding:
@@ -200,41 +196,24 @@ def encoding_of_labels(est, labels) -> TreatmentEncoding:
     return TreatmentEncoding.of_categories(sorted(labels) if auto else list(est.categories))
 
 
-def preprocessing(est, *, binary, x_mean, x_std, y_mean, y_std):
-    """Loss, standardisation, configuration and seeds from (global) statistics of the data."""
-    loss = fitting.resolve_loss(est.loss, binary=binary)
+def preprocessing(settings, *, binary, x_mean, x_std, y_mean, y_std):
+    """Standardisation and member seeds from (global) statistics of the data."""
+    loss = fitting.resolve_loss(settings.loss, binary=binary)
     pre = Preprocessing.from_moments(loss, x_mean, x_std, y_mean, y_std)
-    seeds = fitting.draw_seeds(est.random_state, len(pre.y_mean))
-    return pre, fitting.config_from(est, loss), seeds
+    return pre, P.draw_seeds(settings.random_state, len(pre.y_mean))
 
 
-def train_from_stream(est, stream, *, config, encoding, preprocessing, columns, validation,
-                      val_idx, seeds, arm_shares, progress, **hooks) -> FittedCFR:
-    """Train on mini-batches drawn from ``stream``, early stopping on ``validation = (y, arms,
-    x)`` (raw scale; arms as indices); ``hooks`` go to :func:`~dowhy_cfr.core.train_cfr`
-    (``model_wrapper``, ``gather_ipm``). Shared by :func:`fit_chunks` and
-    :func:`dowhy_cfr.distributed.fit_distributed`."""
-    y_val, arms_val, x_val = validation
-    pre = preprocessing
-    device = fitting.resolve_device(est.device)
-    result = train_cfr(
-        pre.x_tensor(x_val),
-        torch.as_tensor(arms_val),
-        torch.as_tensor(pre.y(y_val)[0], dtype=torch.float32),
-        train_idx=None,
-        val_idx=torch.as_tensor(val_idx),
-        config=config,
-        seeds=seeds,
-        n_arms=encoding.n_arms,
-        batch_source=lambda: next(stream),
-        arm_shares=arm_shares,
-        device=device,
-        progress=progress,
-        **hooks,
-    )
-    fitted = FittedCFR(config, encoding, columns, pre, FittedMembers.from_result(result, seeds),
-                       device=device)
-    return fitted.summarise(x_val)  # X=None effects average over the validation units
+def train_on_stream(settings, source, seeds, columns: Columns, progress=None) -> FittedCFR:
+    """Train one member per seed on the stream ``source`` (:func:`dowhy_cfr.fitting.train_members`)
+    and assemble the fit; ``effect`` with ``X=None`` averages over the validation units. Shared
+    by :func:`fit_chunks` and :func:`dowhy_cfr.distributed.fit_distributed`."""
+    plans = [P.MemberPlan(s) for s in seeds]
+    trained = fitting.train_members(settings, plans, stream=source, on_failure="drop",
+                                    progress=progress)
+    x_val = source.validation[2]
+    tau = effects_of(trained.outputs(x_val).mean(0))
+    return FittedCFR(trained.config, source.encoding, columns, trained.preprocessing,
+                     trained.members, tau.mean(0), device=settings.device)
 
 
 def batch_stream(encoding, pre, chunks, batch: int, gen: np.random.Generator, on_chunk=None):
