@@ -14,18 +14,20 @@ Riesz representer :math:`\alpha(T, X)`, :math:`E[m(W, f)] = E[\alpha f]` for eve
 
 .. math::
 
-    \text{ATE:}\quad & m = g(a_1, X) - g(a_0, X), &
-        \alpha &= \frac{t_{a_1}}{e_{a_1}} - \frac{t_{a_0}}{e_{a_0}}, \\
-    \text{ATT:}\quad & m = \frac{t_{a_1}}{p_1}\,(g(a_1, X) - g(a_0, X)), &
-        \alpha &= \frac{1}{p_1}\Big(t_{a_1} - t_{a_0}\frac{e_{a_1}}{e_{a_0}}\Big), \\
-    \text{ATC:}\quad & m = \frac{t_{a_0}}{p_0}\,(g(a_1, X) - g(a_0, X)), &
-        \alpha &= \frac{1}{p_0}\Big(t_{a_1}\frac{e_{a_0}}{e_{a_1}} - t_{a_0}\Big) .
+    \text{ATE:}\quad m(W, g) = g(a_1, X) - g(a_0, X), \qquad
+        \alpha = \frac{t_{a_1}}{e_{a_1}} - \frac{t_{a_0}}{e_{a_0}},
+
+    \text{ATT:}\quad m(W, g) = \frac{t_{a_1}}{p_1}\,(g(a_1, X) - g(a_0, X)), \qquad
+        \alpha = \frac{1}{p_1}\Big(t_{a_1} - t_{a_0}\frac{e_{a_1}}{e_{a_0}}\Big),
+
+    \text{ATC:}\quad m(W, g) = \frac{t_{a_0}}{p_0}\,(g(a_1, X) - g(a_0, X)), \qquad
+        \alpha = \frac{1}{p_0}\Big(t_{a_1}\frac{e_{a_0}}{e_{a_1}} - t_{a_0}\Big) .
 
 (For the ATT, :math:`E[\alpha f] = E[e_{a_1}(X)(f(a_1, X) - f(a_0, X))] / p_1 = E[m(W, f)]`; in
 the binary case :math:`\alpha = t/p_1 - (1 - t)\,e/(p_1 (1 - e))`, [1]_.) The AIPW estimate
 :math:`\theta = E[m(W, g) + \alpha (Y - g)]` of :func:`~dowhy_cfr.debiased.aipw_terms` is this
 representation. With :math:`U` the same holds with :math:`g_s` and the long representer
-:math:`\alpha_s(T, X, U)` (propensities given X and U), and ([1]_, Theorem 1)
+:math:`\alpha_s(T, X, U)` (propensities given X and U), and ([1]_)
 
 .. math::
 
@@ -45,7 +47,7 @@ representation. With :math:`U` the same holds with :math:`g_s` and the long repr
 * :math:`\rho \in [-1, 1]` is the correlation of the two errors; :math:`|\rho| = 1` (the default)
   is the adversarial worst case.
 
-:math:`\sigma^2` and :math:`\nu^2` are estimated with Neyman-orthogonal scores ([1]_, Section 5;
+:math:`\sigma^2` and :math:`\nu^2` are estimated with Neyman-orthogonal scores ([1]_;
 as EconML's ``DRLearner``): :math:`\hat\sigma^2 = \frac1n\sum_i 1[t_i \in \{a_0, a_1\}](y_i -
 \hat\mu_{t_i}(x_i))^2` (units at other arms, where :math:`\alpha = \alpha_s = 0`, play no part) and
 :math:`\hat\nu^2 = \frac1n\sum_i 2 m(W_i, \hat\alpha) - \hat\alpha_i^2` (:math:`E[m(W, \alpha)] =
@@ -55,7 +57,7 @@ and their confidence bounds :math:`\theta_- - z_{1-\alpha/2}\,\mathrm{se}(\theta
 :math:`\theta_+ + z_{1-\alpha/2}\,\mathrm{se}(\theta_+)` with standard errors by the delta method
 from the joint influence functions of :math:`(\hat\theta, \hat\sigma^2, \hat\nu^2)`.
 :func:`robustness_value` is the confounding strength :math:`c_y = c_t = r` (with :math:`\rho = 1`)
-at which a bound reaches the null hypothesis.
+at which a bound reaches the null hypothesis (the robustness value of Cinelli & Hazlett [2]_).
 
 Numbers and meanings follow EconML 0.17's ``DRLearner.sensitivity_interval``,
 ``robustness_value`` and ``sensitivity_summary`` (the ATE, each arm against the control); the ATT
@@ -136,11 +138,11 @@ def _check_target(target) -> str:
     return key
 
 
-def _check_arms_e(arms, e, a1, a0, n_arms_from="e"):
+def _check_arms_e(arms, e, a1, a0, name="e"):
     """Fresh int arms and float propensities, with shapes and values checked."""
     e = np.array(e, dtype=float)
     if e.ndim != 2 or e.shape[1] < 2:
-        raise ValueError(f"{n_arms_from} must be 2-D (n, n_arms) with n_arms >= 2; got shape "
+        raise ValueError(f"{name} must be 2-D (n, n_arms) with n_arms >= 2; got shape "
                          f"{e.shape}")
     n, n_arms = e.shape
     arms = V.as_vector("arms", arms, n)
@@ -148,7 +150,7 @@ def _check_arms_e(arms, e, a1, a0, n_arms_from="e"):
     V.check_finite("e", e)
     if np.any(arms != np.round(arms)) or arms.min() < 0 or arms.max() >= n_arms:
         raise ValueError(f"arms must hold integer arm indices in 0..{n_arms - 1} (the columns of "
-                         f"{n_arms_from})")
+                         f"{name})")
     if np.any(e <= 0) or np.any(e > 1):
         raise ValueError("e must hold propensities in (0, 1]; clip them away from 0 "
                          "(e.g. np.clip(e, 0.01, 1)) before dividing by them")
@@ -167,7 +169,7 @@ def _check_arrays(y, arms, mu, e, a1, a0):
     if np.shape(e) != mu.shape:
         raise ValueError(f"e must have mu's shape {mu.shape} (one propensity per unit and arm); "
                          f"got {np.shape(e)}")
-    arms, e, a1, a0 = _check_arms_e(arms, e, a1, a0, n_arms_from="mu")
+    arms, e, a1, a0 = _check_arms_e(arms, e, a1, a0, name="mu")
     y = V.as_vector("y", y, len(mu))
     V.check_finite("y", y)
     V.check_finite("mu", mu)
@@ -311,8 +313,8 @@ def _check_scales(params: SensitivityParams) -> None:
 def confounding_bias(params: SensitivityParams, *, c_y: float = 0.05, c_t: float = 0.05,
                      rho: float = 1.0) -> float:
     r"""The largest omitted-variable bias of the scenario:
-    :math:`|\rho| \sqrt{c_y\, c_t / (1 - c_t)}\, \sqrt{\hat\sigma^2 \hat\nu^2}` ([1]_,
-    Corollary 1)."""
+    :math:`|\rho| \sqrt{c_y\, c_t / (1 - c_t)}\, \sqrt{\hat\sigma^2 \hat\nu^2}` (
+    Chernozhukov et al. 2022)."""
     _check_strengths(c_y, c_t, rho)
     _check_scales(params)
     return float(abs(rho) * np.sqrt(c_y * c_t / (1 - c_t)) * params.scale)
