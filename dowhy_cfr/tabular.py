@@ -432,9 +432,13 @@ class TableEncoder(BaseEstimator):
             raise ValueError("this TableEncoder is not fitted yet; call fit(X_train) first")
 
     def _checked_columns(self, X):
-        table, from_frame = (_as_table(X, "X") if self._from_frame or not isinstance(
-            X, (pd.DataFrame, pd.Series)) else (_numeric_array(X, "X"), False))
         names = self._names
+        is_frame = isinstance(X, (pd.DataFrame, pd.Series))
+        if not is_frame and any(k != NUMERIC for k in self.kinds_):
+            raise TypeError(f"X is an array but the encoder was fitted on a DataFrame with "
+                            f"non-numeric columns; pass a DataFrame with columns {_shown(names)}")
+        table, from_frame = (_as_table(X, "X") if self._from_frame or not is_frame
+                             else (_numeric_array(X, "X"), False))
         if from_frame:
             got = [str(c) for c in table.columns]
             if got != names:
@@ -452,9 +456,6 @@ class TableEncoder(BaseEstimator):
         if table.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {table.shape[1]} columns but the encoder was fitted on "
                              f"{self.n_features_in_} ({_shown(names)}); pass the same columns")
-        if any(k != NUMERIC for k in self.kinds_):
-            raise TypeError(f"X is an array but the encoder was fitted on a DataFrame with "
-                            f"non-numeric columns; pass a DataFrame with columns {_shown(names)}")
         return table, False
 
     def _check_known(self, j: int, enc: OneHotEncoder, levels: np.ndarray) -> None:
