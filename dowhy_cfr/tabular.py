@@ -272,9 +272,9 @@ class TableEncoder(BaseEstimator):
         One fitted encoder per bool/categorical input column (keyed by the column's position).
     n_features_out_ : int
         Number of output columns.
-    source_index_ : ndarray of int, shape (n_features_out_,)
-        The input column (position) of each output column.
-    source_kind_ : ndarray of str, shape (n_features_out_,)
+    source_index_ : ndarray of int
+        The input column (position) of each output column (``n_features_out_`` entries).
+    source_kind_ : ndarray of str
         ``"numeric"``, ``"missing_indicator"`` or ``"onehot"`` per output column.
 
     Examples
