@@ -410,18 +410,23 @@ class TableEncoder(BaseEstimator):
         n = table.shape[0]
         if n == 0:
             return np.empty((0, self.n_features_out_), dtype="float64")
-        blocks = []
+        out = np.empty((n, self.n_features_out_), dtype="float64")
+        target = np.empty_like(self._order)  # raw output position -> column of ``out``
+        target[self._order] = np.arange(len(self._order))
         numeric = [j for j, k in enumerate(self.kinds_) if k == NUMERIC]
+        start = 0
         if numeric:
             values = self._numeric_block(table, self._names, numeric, from_frame)
-            blocks.append(np.asarray(self.imputer_.transform(values), dtype="float64")
-                          .reshape(n, -1))
+            block = np.asarray(self.imputer_.transform(values), dtype="float64").reshape(n, -1)
+            out[:, target[:block.shape[1]]] = block
+            start = block.shape[1]
         for j, enc in self.encoders_.items():
             levels = _levels(table.iloc[:, j], self.kinds_[j])
             self._check_known(j, enc, levels)
-            blocks.append(enc.transform(levels.reshape(-1, 1)))
-        raw = np.hstack(blocks)
-        return np.ascontiguousarray(raw[:, self._order], dtype="float64")
+            block = enc.transform(levels.reshape(-1, 1))
+            out[:, target[start:start + block.shape[1]]] = block
+            start += block.shape[1]
+        return out
 
     def fit_transform(self, X, y=None) -> np.ndarray:
         """``fit(X)`` then ``transform(X)``."""
@@ -523,7 +528,7 @@ class TableEncoder(BaseEstimator):
         state = {
             "class": "TableEncoder",
             "version": STATE_VERSION,
-            "params": {"min_frequency": self.min_frequency,
+            "params": {"min_frequency": self._checked_min_frequency(),
                        "categorical": None if self.categorical is None
                        else [str(c) for c in self.categorical]},
             "from_frame": self._from_frame,
