@@ -369,23 +369,7 @@ class TableEncoder(BaseEstimator):
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
         self.kinds_ = list(kinds)
-        numeric = [j for j, k in enumerate(kinds) if k == NUMERIC]
-        n_num = len(numeric)
-        blocks_names = []
-        position = {}  # input column -> its output positions in the concatenated raw output
-        if self.imputer_ is not None:
-            raw_names = list(self.imputer_.get_feature_names_out([names[j] for j in numeric]))
-            blocks_names += raw_names
-            flagged = ([] if self.imputer_.indicator_ is None
-                       else list(self.imputer_.indicator_.features_))
-            for p, j in enumerate(numeric):
-                position[j] = [p] + ([n_num + flagged.index(p)] if p in flagged else [])
-        offset = len(blocks_names)
-        for j, enc in self.encoders_.items():
-            out = list(enc.get_feature_names_out([names[j]]))
-            position[j] = list(range(offset, offset + len(out)))
-            blocks_names += out
-            offset += len(out)
+        raw_names, position = self._raw_layout(names, kinds)
         order, source, kind = [], [], []
         for j in range(len(names)):
             pos = position[j]
@@ -396,10 +380,27 @@ class TableEncoder(BaseEstimator):
             else:
                 kind += ["onehot"] * len(pos)
         self._order = np.asarray(order, dtype=np.intp)
-        self.feature_names_out_ = np.asarray([blocks_names[p] for p in order], dtype=object)
+        self.feature_names_out_ = np.asarray([raw_names[p] for p in order], dtype=object)
         self.n_features_out_ = len(order)
         self.source_index_ = np.asarray(source, dtype=np.int64)
         self.source_kind_ = np.asarray(kind, dtype=object)
+
+    def _raw_layout(self, names, kinds) -> tuple[list[str], dict]:
+        """Names of the raw output (the imputer's columns: values then indicators, then each
+        encoder's) and, per input column, its positions there."""
+        numeric = [j for j, k in enumerate(kinds) if k == NUMERIC]
+        raw_names, position = [], {}
+        if self.imputer_ is not None:
+            raw_names += list(self.imputer_.get_feature_names_out([names[j] for j in numeric]))
+            flagged = ([] if self.imputer_.indicator_ is None
+                       else list(self.imputer_.indicator_.features_))
+            for p, j in enumerate(numeric):
+                position[j] = [p] + ([len(numeric) + flagged.index(p)] if p in flagged else [])
+        for j, enc in self.encoders_.items():
+            out = list(enc.get_feature_names_out([names[j]]))
+            position[j] = list(range(len(raw_names), len(raw_names) + len(out)))
+            raw_names += out
+        return raw_names, position
 
     # ------------------------------------------------------------------ transform
     def transform(self, X) -> np.ndarray:
@@ -757,6 +758,23 @@ class FeatureScaler(BaseEstimator):
             n = x.shape[0]
             self.quantile_transformer_ = _quantile_transformer(min(self.n_quantiles, n), n).fit(
                 _spread_ties(z))
+
+    def _raw_layout(self, names, kinds) -> tuple[list[str], dict]:
+        """Names of the raw output (the imputer's columns: values then indicators, then each
+        encoder's) and, per input column, its positions there."""
+        numeric = [j for j, k in enumerate(kinds) if k == NUMERIC]
+        raw_names, position = [], {}
+        if self.imputer_ is not None:
+            raw_names += list(self.imputer_.get_feature_names_out([names[j] for j in numeric]))
+            flagged = ([] if self.imputer_.indicator_ is None
+                       else list(self.imputer_.indicator_.features_))
+            for p, j in enumerate(numeric):
+                position[j] = [p] + ([len(numeric) + flagged.index(p)] if p in flagged else [])
+        for j, enc in self.encoders_.items():
+            out = list(enc.get_feature_names_out([names[j]]))
+            position[j] = list(range(len(raw_names), len(raw_names) + len(out)))
+            raw_names += out
+        return raw_names, position
 
     # ------------------------------------------------------------------ transform
     def transform(self, X) -> np.ndarray:
