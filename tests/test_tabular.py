@@ -407,3 +407,20 @@ def test_scaler_bad_input():
         FeatureScaler().fit(np.array([[1e308], [-1e308]]))
     with pytest.raises(ValueError, match="not fitted yet"):
         FeatureScaler().transform(x)
+
+
+@pytest.mark.parametrize("frame", [
+    pd.DataFrame({"g": ["a", "b", None] * 5}),  # categorical only: no imputer
+    pd.DataFrame({0: [1.0, 2.0, 3.0], 1: [4, 5, 6]}),  # numeric only, no missing: no indicator
+])
+def test_encoder_round_trip_of_one_kind_tables(frame):
+    enc = TableEncoder(min_frequency=None).fit(frame)
+    assert bit_identical(roundtrip(enc).transform(frame), enc.transform(frame))
+
+
+def test_scaler_round_trip_without_quantile_columns():
+    x = np.column_stack([np.arange(10) % 2, np.full(10, 3.0)])  # binary and constant only
+    s = FeatureScaler("quantile").fit(x)
+    assert s.quantile_transformer_ is None
+    assert bit_identical(roundtrip(s).transform(x), s.transform(x))
+    np.testing.assert_array_equal(s.transform(x), x - x.mean(0))
