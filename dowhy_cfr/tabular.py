@@ -62,7 +62,7 @@ _SHOWN = 8  # values listed in an error message
 
 
 def smooth_clip(z: np.ndarray, bound: float = SMOOTH_CLIP_BOUND) -> np.ndarray:
-    r"""RealMLP's smooth clipping :math:`f(z) = z / \sqrt{1 + (z / b)^2}` with :math:`b` = ``bound``.
+    r"""RealMLP's smooth clipping :math:`f(z) = z / \sqrt{1 + (z / b)^2}`, :math:`b` = ``bound``.
 
     Odd, strictly increasing, :math:`f(z) \approx z` for :math:`|z| \ll b` and
     :math:`|f(z)| < b` (Holzmüller et al. 2024). Computed as ``z / hypot(1, z / b)`` so that
