@@ -18,7 +18,6 @@ from . import _io, fitting
 from . import _validation as V
 from .core import CFRConfig
 from .inference import AverageEffectsMixin, CFRAIPWInference, CFRBootstrapInference
-from .nuisance import Propensity
 
 __all__ = ["CFR", "TARNet"]
 
@@ -243,22 +242,6 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
         """Bootstrap replicas keep the treated/control counts (EconML calls this)."""
         return V.as_1d("T", T)
 
-    def _bootstrap_replicas(self, Y, T, *, X=None, W=None, n_replicas, random_state=None,
-                            n_steps=None):
-        """``n_replicas`` fitted copies on within-arm resamples (:func:`dowhy_cfr.fitting.bootstrap`),
-        with the fit's alpha and propensity; ``n_steps``: that many steps each, without early
-        stopping (None: as the estimator)."""
-        template = clone(self)
-        if fitting.alpha_grid(self.alpha) is not None:  # the replicas refit the chosen alpha
-            template.set_params(alpha=self.alpha_)
-        if n_steps is not None:
-            template.set_params(n_iter=int(n_steps), patience=None)
-        base = self.random_state if random_state is None else random_state
-        stage = self.fitted_.debiased
-        propensity = None if stage.e is None else Propensity(stage.e, stage.propensity_model)
-        fits = fitting.bootstrap(template, Y, T, X, W, n_replicas, base, propensity=propensity)
-        return [clone(template)._set_fitted(f, Y, T, X) for f in fits]
-
     # ------------------------------------------------------------------ fit
     def fit(self, Y, T, *, X, W=None, groups=None, inference="auto"):
         """Train the networks on outcomes ``Y``, treatments ``T`` and covariates ``X`` (and ``W``).
@@ -289,13 +272,11 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
         -------
         self
         """
-        if groups is not None and isinstance(inference, (str, BootstrapInference)) and (
-                isinstance(inference, BootstrapInference) or inference == "bootstrap"):
-            raise ValueError("groups cannot be combined with inference='bootstrap' (its "
-                             "resamples are of rows); use the default inference, or resample "
-                             "the groups yourself")
         if groups is None:
             return self._fit(Y, T, X=X, W=W, inference=inference)
+        if isinstance(inference, BootstrapInference) or inference == "bootstrap":
+            raise ValueError("groups cannot be combined with inference='bootstrap' (its "
+                             "resamples are of rows); use the default inference")
         return self._fit(Y, T, X=X, W=W, groups=groups, inference=inference)
 
     @BaseCateEstimator._wrap_fit

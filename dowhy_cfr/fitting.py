@@ -360,7 +360,7 @@ def _clamp_batch_size(config: CFRConfig, n_train: int) -> None:
     """Clamp ``config.batch_size`` (with a warning) to a training split smaller than it."""
     if config.batch_size > n_train:
         warnings.warn(f"batch_size={config.batch_size} is larger than the training split "
-                      f"({n_train} units); using batch_size={n_train}", UserWarning, stacklevel=5)
+                      f"({n_train} units); using batch_size={n_train}", UserWarning, stacklevel=4)
         config.batch_size = n_train
 
 
@@ -392,7 +392,7 @@ def _survivors(trained: Trained, on_failure: str) -> Trained:
                f"extreme values")
     if on_failure != "drop":
         raise TrainingDivergedError(message)
-    warnings.warn(message + "; the ensemble goes on without them.", RuntimeWarning, stacklevel=5)
+    warnings.warn(message + "; the ensemble goes on without them.", RuntimeWarning, stacklevel=4)
     return trained.subset([j for j in range(k) if j not in failed])
 
 

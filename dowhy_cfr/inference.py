@@ -24,9 +24,12 @@ from econml.inference import BootstrapInference, PopulationSummaryResults
 from econml.inference._inference import Inference
 from econml.inference._bootstrap import BootstrapEstimator
 from econml.utilities import filter_none_kwargs
+from sklearn.base import clone
 
 from . import _validation as V
+from . import fitting
 from .debiased import AverageEffect, aipw_terms, best_linear_projection
+from .nuisance import Propensity
 
 __all__ = ["CFRBootstrapInference", "CFRAIPWInference", "AverageEffectsMixin"]
 
@@ -260,10 +263,21 @@ class _StackedBootstrapEstimator(BootstrapEstimator):
         self._n_steps = n_steps
 
     def fit(self, Y, T, *, X=None, W=None):
-        self._instances = self._wrapped._bootstrap_replicas(
-            Y, T, X=X, W=W, n_replicas=self._n_bootstrap_samples,
-            random_state=self._random_state, n_steps=self._n_steps,
-        )
+        """The replicas (:func:`dowhy_cfr.fitting.bootstrap`), with the fit's alpha and
+        propensity; ``n_steps``: that many steps each, without early stopping (None: as the
+        estimator)."""
+        est = self._wrapped
+        template = clone(est)
+        if fitting.alpha_grid(est.alpha) is not None:  # the replicas refit the chosen alpha
+            template.set_params(alpha=est.alpha_)
+        if self._n_steps is not None:
+            template.set_params(n_iter=int(self._n_steps), patience=None)
+        base = est.random_state if self._random_state is None else self._random_state
+        stage = est.fitted_.debiased
+        propensity = None if stage.e is None else Propensity(stage.e, stage.propensity_model)
+        fits = fitting.bootstrap(template, Y, T, X, W, self._n_bootstrap_samples, base,
+                                 propensity=propensity)
+        self._instances = [clone(template)._set_fitted(f, Y, T, X) for f in fits]
         return self
 
 
@@ -323,7 +337,7 @@ class CFRBootstrapInference(BootstrapInference):
         self.replica_steps = replica_steps
 
     def fit(self, estimator, *args, **kwargs):
-        if not hasattr(estimator, "_bootstrap_replicas"):
+        if not hasattr(estimator, "fitted_"):
             raise TypeError(
                 f"CFRBootstrapInference works with dowhy_cfr's CFR/TARNet, not "
                 f"{type(estimator).__name__}; use econml.inference.BootstrapInference instead"

@@ -174,14 +174,14 @@ def test_dummy_outcome_with_an_estimator_transformation():
 def test_simulations_refit_the_original_propensity_family(setup, steps, fits_both, monkeypatch):
     """steps="fitted" (default): every simulation cross-fits the propensity with the family the
     original kept, not both candidates again; "early_stopping" selects anew, as DoWhy's loop."""
-    from dowhy_cfr import debiased
+    from dowhy_cfr import nuisance
 
     _, model, estimand, estimate = setup
     kept = estimate.estimator.estimator.propensity_model_
     assert kept in ("logistic", "boosting")
     selections = []
-    original = debiased.default_propensity_models
-    monkeypatch.setattr(debiased, "default_propensity_models",
+    original = nuisance.default_propensity_models
+    monkeypatch.setattr(nuisance, "default_propensity_models",
                         lambda *a, **k: selections.append(1) or original(*a, **k))
     with sr.stacking_options(steps=steps):
         res = _refute(model, estimand, estimate, "placebo_treatment_refuter")
