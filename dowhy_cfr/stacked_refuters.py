@@ -40,7 +40,9 @@ fresh seeds (from a generator seeded by the original seeds), so the re-estimates
 seed-to-seed spread of the estimator itself. ``"auto"`` (default) is ``"spread"`` for
 ``random_common_cause`` -- the extra input column changes the network's shape, so the original
 seed no longer gives the original initial weights and one fixed seed would compare one
-initialisation with another -- and ``"original"`` for the others. See ``docs/refutation.md``.
+initialisation with another -- and for an estimator with ``random_state=None``, whose copies
+DoWhy's loop refits with fresh seeds; ``"original"`` for the others. See
+``docs/refutation.md``.
 
 ``steps``: ``"fitted"`` (default) trains every simulation for the number of steps the original
 fit's early stopping selected (its ``best_iteration_``), keeping the best validation checkpoint
@@ -288,7 +290,8 @@ def _train_records(estimate, records, steps, seeds) -> tuple[list, int, dict]:
 # ----------------------------------------------------------------------------- the refutation
 class _RandomStates:
     """Everything a refuter draws from (numpy's and Python's global states, a ``RandomState``
-    argument), saved so that the refuter can run again from the same state."""
+    or ``Generator`` passed as ``random_state``), saved so that the refuter can run again from
+    the same state."""
 
     def __init__(self, kwargs):
         self.global_states = (np.random.get_state(), random.getstate())
@@ -296,16 +299,20 @@ class _RandomStates:
         self.saved = copy.deepcopy(self.random_state)
 
     def arguments(self, kwargs, *, last: bool):
-        """``kwargs`` for one more run: globals restored; a RandomState argument copied from
-        its saved state (the caller's own object for the ``last`` run, as DoWhy would use it)."""
+        """``kwargs`` for one more run: globals restored; a RandomState or Generator argument
+        copied from its saved state (the caller's own object, reset to that state, for the
+        ``last`` run, as DoWhy would use it)."""
         np.random.set_state(self.global_states[0])
         random.setstate(self.global_states[1])
-        if not isinstance(self.random_state, np.random.RandomState):
-            return kwargs
-        if last:
+        if isinstance(self.random_state, np.random.RandomState):
+            if not last:
+                return {**kwargs, "random_state": copy.deepcopy(self.saved)}
             self.random_state.set_state(self.saved.get_state())
-            return kwargs
-        return {**kwargs, "random_state": copy.deepcopy(self.saved)}
+        elif isinstance(self.random_state, np.random.Generator):
+            if not last:
+                return {**kwargs, "random_state": copy.deepcopy(self.saved)}
+            self.random_state.bit_generator.state = self.saved.bit_generator.state
+        return kwargs
 
 
 def _quiet():
@@ -378,7 +385,7 @@ def refute_stacked(method_name: str, data: pd.DataFrame, target_estimand, estima
     if method_name == "placebo_treatment_refuter":
         _check_placebo_treatment(data, target_estimand, kwargs.get("placebo_type"))
     if seeds == "auto":
-        seeds = "spread" if method_name == "random_common_cause" else "original"
+        seeds = _auto_seeds(method_name, estimate.estimator.estimator)
     refuter = dowhy_refuter(method_name)
     kwargs = {**kwargs, "data": data, "target_estimand": target_estimand, "n_jobs": 1}
     if method_name == "bootstrap_refuter":
@@ -402,6 +409,16 @@ def refute_stacked(method_name: str, data: pd.DataFrame, target_estimand, estima
     for res in result if isinstance(result, list) else [result]:
         res.stacking = info
     return result
+
+
+def _auto_seeds(method_name: str, est) -> str:
+    """``seeds="auto"``: "spread" for ``random_common_cause`` (the extra column changes the
+    network's shape, so the original seed no longer gives the original initial weights) and for
+    an estimator with ``random_state=None`` (DoWhy's loop then draws fresh seeds for every
+    simulation); "original" otherwise (DoWhy's loop refits a seeded estimator with its seed)."""
+    if method_name == "random_common_cause" or est.random_state is None:
+        return "spread"
+    return "original"
 
 
 def _check_placebo_treatment(data: pd.DataFrame, target_estimand, placebo_type) -> None:

@@ -262,3 +262,35 @@ def test_placebo_check_also_guards_dowhys_own_loop(setup):
             pytest.raises(ValueError, match="float treatment column 't'.*placebo_type='permute'"):
         ptr.refute_placebo_treatment(bad, estimand, estimate, treatment_names=["t"],
                                      num_simulations=SIMS)
+
+
+def test_unseeded_estimator_simulations_get_fresh_seeds(setup):
+    """random_state=None: DoWhy's loop refits every simulation with fresh seeds, so the stack
+    does too ("auto" -> "spread"; issue #29, defect 6: it reused the original seed); a seeded
+    estimator's simulations keep its seeds, as DoWhy's loop does."""
+    df, model, estimand, estimate = setup
+    unseeded = model.estimate_effect(estimand, method_name="backdoor.cfr",
+                                     method_params={"init_params": {**TINY, "random_state": None}})
+    for est, mode in ((unseeded, "spread"), (estimate, "original")):
+        res = _refute(model, estimand, est, "placebo_treatment_refuter")
+        assert res.stacking["seeds"] == mode
+
+
+def test_a_generator_random_state_is_replayed(setup):
+    """A numpy Generator as random_state is saved and replayed like a RandomState (issue #29,
+    defect 7: the record pass advanced it, the replay drew other data and the stack was thrown
+    away); afterwards it is where DoWhy's own loop leaves it."""
+    df, model, estimand, estimate = setup
+    gen, twin = np.random.default_rng(5), np.random.default_rng(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no fallback to DoWhy's loop
+        warnings.simplefilter("ignore", FutureWarning)
+        res = sr.refute_stacked("data_subset_refuter", df, estimand, estimate,
+                                num_simulations=SIMS, random_state=gen)
+    assert res.stacking["simulations"] == SIMS
+    with sr.stacking_options(enabled=False), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loop = model.refute_estimate(estimand, estimate, method_name="data_subset_refuter",
+                                     num_simulations=SIMS, random_state=twin)
+    assert gen.bit_generator.state == twin.bit_generator.state
+    assert res.new_effect == pytest.approx(loop.new_effect, abs=1e-5)
