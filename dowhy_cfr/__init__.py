@@ -7,16 +7,18 @@ core (:mod:`dowhy_cfr.core`).
 
 from .estimator import CFR, TARNet
 from .inference import CFRBootstrapInference
-# DoWhy integration: importing registers "backdoor.cfr"/"backdoor.tarnet"/"cfr"/"tarnet" and the
-# "representation_balance" refuter with DoWhy (see dowhy_cfr.dowhy_adapter, dowhy_cfr.refuters).
 from .dowhy_adapter import CFREstimator, TARNetEstimator
-# DoWhy's re-estimating refuters train all their simulations as one stack for CFR estimates
-from .stacked_refuters import refute_stacked, stacking_options  # (wraps DoWhy's functions)
+from .stacked_refuters import refute_stacked, stacking_options
 from .refuters import (
     RepresentationBalance,
     refute_representation_balance,
     representation_balance,
 )
+# DoWhy integration, every change to DoWhy in one place: "backdoor.cfr"/"backdoor.tarnet"/"cfr"/
+# "tarnet", the "representation_balance" refuter, DoWhy's refuters stacked for CFR estimates
+from .registration import register as _register_with_dowhy
+
+_register_with_dowhy()
 
 __version__ = "0.1.0"
 

@@ -12,12 +12,9 @@ and EconML's DoWhy wrapper works: ``CFR(...).dowhy.fit(Y, T, X=..., W=...)``.
 
 How the names are registered
 ----------------------------
-DoWhy 0.14 has no plug-in registry: on import, this module puts small alias modules
-(``dowhy.causal_estimators.cfr_estimator``, ``...tarnet_estimator``, ``...dowhy_cfr``) into
-:data:`sys.modules` -- nothing is written to disk, a real DoWhy module is never shadowed -- and
-wraps ``CausalModel.estimate_effect`` once so that the bare names ``"cfr"``/``"tarnet"`` become
-``"backdoor.cfr"``/``"backdoor.tarnet"`` (every other call passes through unchanged). The design
-and its reasons are in ``docs/dowhy.md``.
+DoWhy 0.14 has no plug-in registry. :mod:`dowhy_cfr.registration`, run on ``import dowhy_cfr``,
+makes every change to DoWhy in one place: alias modules for the method names, the bare names, and
+the stacked refuters (see there and ``docs/dowhy.md``). This module changes nothing in DoWhy.
 
 What the adapter does
 ---------------------
@@ -61,16 +58,11 @@ What the adapter does
 from __future__ import annotations
 
 import copy
-import functools
 import importlib
-import importlib.util
-import sys
-import types
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from dowhy import CausalModel
 from dowhy.causal_estimator import CausalEstimate, CausalEstimator
 from dowhy.causal_estimators.econml import Econml
 from dowhy.utils.api import parse_state
@@ -79,13 +71,8 @@ from .debiased import AverageEffect
 from .estimator import CFR, TARNet
 from .inference import CFRAIPWInference
 
-__all__ = [
-    "CFREstimator",
-    "TARNetEstimator",
-    "BARE_METHOD_NAMES",
-    "register",
-    "register_alias",
-]
+__all__ = ["CFREstimator", "TARNetEstimator", "BARE_METHOD_NAMES", "normalize_method_name",
+           "in_data_order"]
 
 #: Bare method names accepted by ``CausalModel.estimate_effect`` (case-insensitive).
 BARE_METHOD_NAMES = {"cfr": "backdoor.cfr", "tarnet": "backdoor.tarnet"}
@@ -108,6 +95,14 @@ _NO_ANALYTIC = (
 
 
 # ----------------------------------------------------------------------------- helpers
+def normalize_method_name(method_name):
+    """``"cfr"``/``"tarnet"`` (any case) -> ``"backdoor.cfr"``/``"backdoor.tarnet"``; any other
+    name unchanged."""
+    if isinstance(method_name, str) and "." not in method_name:
+        return BARE_METHOD_NAMES.get(method_name.strip().lower(), method_name)
+    return method_name
+
+
 def _resolve_dotted(name: str):
     """``"dowhy_cfr.estimator.CFR"`` / ``"dowhy_cfr.TARNetEstimator"`` -> (adapter, model)."""
     module_name, _, attr = name.rpartition(".")
@@ -528,69 +523,3 @@ class TARNetEstimator(CFREstimator):
     """
 
     _default_model = TARNet
-
-
-# ----------------------------------------------------------------------------- registration
-_ALIASES = {
-    "dowhy.causal_estimators.cfr_estimator": ("CfrEstimator", CFREstimator),
-    "dowhy.causal_estimators.tarnet_estimator": ("TarnetEstimator", TARNetEstimator),
-    "dowhy.causal_estimators.dowhy_cfr": ("DowhyCfr", CFREstimator),
-}
-
-
-def register_alias(module_name: str, attr: str, cls, doc: str) -> bool:
-    """Put a module ``module_name`` with ``attr = cls`` into :data:`sys.modules` for DoWhy's
-    name lookup (idempotent). A real module of that name is never shadowed: then False."""
-    existing = sys.modules.get(module_name)
-    if existing is not None:
-        if getattr(existing, "__dowhy_cfr_alias__", False):
-            setattr(existing, attr, cls)
-            return True
-        return False  # a real module of that name is loaded: leave it alone
-    try:
-        if importlib.util.find_spec(module_name) is not None:
-            return False  # DoWhy ships a real module of that name: never shadow it
-    except (ImportError, ValueError):
-        pass
-    alias = types.ModuleType(module_name, doc)
-    alias.__dowhy_cfr_alias__ = True
-    setattr(alias, attr, cls)
-    sys.modules[module_name] = alias
-    return True
-
-
-def _normalize_method_name(method_name):
-    if isinstance(method_name, str) and "." not in method_name:
-        return BARE_METHOD_NAMES.get(method_name.strip().lower(), method_name)
-    return method_name
-
-
-def _wrap_estimate_effect() -> None:
-    original = CausalModel.estimate_effect
-    if getattr(original, "__dowhy_cfr_wrapper__", False):
-        return
-
-    @functools.wraps(original)
-    def estimate_effect(self, identified_estimand, method_name=None, *args, **kwargs):
-        return original(self, identified_estimand, _normalize_method_name(method_name),
-                        *args, **kwargs)
-
-    estimate_effect.__dowhy_cfr_wrapper__ = True
-    CausalModel.estimate_effect = estimate_effect
-
-
-def register() -> dict:
-    """Register the DoWhy method names (idempotent; run on ``import dowhy_cfr``).
-
-    Returns a dict {alias module name: registered?}; False means a real module of that name
-    exists and was left alone.
-    """
-    done = {name: register_alias(name, attr, cls,
-                                 f"Alias registered by dowhy_cfr for DoWhy's method-name lookup; "
-                                 f"the class is {cls.__module__}.{cls.__name__}.")
-            for name, (attr, cls) in _ALIASES.items()}
-    _wrap_estimate_effect()
-    return done
-
-
-register()

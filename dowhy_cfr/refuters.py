@@ -107,7 +107,7 @@ from dowhy.causal_refuter import CausalRefutation, CausalRefuter
 from . import _validation as V
 from .core.ipm import IPM_NAMES, imbalance, pairwise_sq_dists
 from .core.training import arm_imbalance
-from .dowhy_adapter import CFREstimator, register_alias
+from .dowhy_adapter import CFREstimator
 from .estimator import CFR
 from .fitted import standardize
 
@@ -117,7 +117,6 @@ __all__ = [
     "RepresentationBalanceResult",
     "refute_representation_balance",
     "representation_balance",
-    "register",
 ]
 
 DEFAULT_IPMS = ("mmd2_lin", "mmd2_rbf", "wass")
@@ -627,23 +626,3 @@ class RepresentationBalance(CausalRefuter):
         result = representation_balance(self._estimate, self._data, **self._params)
         result.add_refuter(self)
         return result
-
-
-# ----------------------------------------------------------------------------- registration
-_ALIAS = "dowhy.causal_refuters.representation_balance"
-
-
-def register() -> bool:
-    """Make ``method_name="representation_balance"`` resolvable by DoWhy (idempotent).
-
-    DoWhy looks refuters up only as ``dowhy.causal_refuters.<name>`` with class
-    ``CapWords(<name>)``; like the estimator names (:mod:`dowhy_cfr.dowhy_adapter`) this puts an
-    alias module with ``RepresentationBalance`` into :data:`sys.modules`. A real DoWhy module of
-    that name is never shadowed (then False is returned).
-    """
-    return register_alias(_ALIAS, "RepresentationBalance", RepresentationBalance,
-                          "Alias registered by dowhy_cfr for DoWhy's refuter lookup; see "
-                          "dowhy_cfr.refuters.")
-
-
-register()

@@ -70,9 +70,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import importlib
-import inspect
 import logging
 import random
 import time
@@ -86,8 +84,8 @@ from sklearn.base import clone
 from .nuisance import default_propensity_models
 from .dowhy_adapter import CFREstimator, in_data_order
 
-__all__ = ["REFUTERS", "refute_stacked", "stacking_options", "dowhy_refuter", "is_cfr_estimate",
-           "explain", "refute_all", "register"]
+__all__ = ["REFUTERS", "refute_stacked", "stacking_options", "stacking_enabled", "dowhy_refuter",
+           "is_cfr_estimate", "check_placebo_treatment", "explain", "refute_all"]
 
 #: DoWhy method names -> (module in ``dowhy.causal_refuters``, refuter function name).
 REFUTERS = {
@@ -100,7 +98,6 @@ REFUTERS = {
 _SEED_HIGH = 2**31 - 1
 _RATIO_REFUTERS = ("placebo_treatment_refuter", "dummy_outcome_refuter")  # ideal new effect: 0
 _OPTIONS = {"enabled": True, "steps": "fitted", "seeds": "auto"}
-_ORIGINALS: dict = {}  # method name -> DoWhy's function
 _logger = logging.getLogger(__name__)
 
 
@@ -146,6 +143,11 @@ def _check_options(steps, seeds):
                          f"positive number of steps")
 
 
+def stacking_enabled() -> bool:
+    """Whether DoWhy's refuters stack CFR estimates now (:func:`stacking_options`)."""
+    return bool(_OPTIONS["enabled"])
+
+
 def is_cfr_estimate(estimate) -> bool:
     """Whether ``estimate`` (a DoWhy CausalEstimate) comes from ``backdoor.cfr``/``tarnet``."""
     return isinstance(getattr(estimate, "estimator", None), CFREstimator)
@@ -155,10 +157,9 @@ def dowhy_refuter(method_name: str):
     """DoWhy's own (unwrapped) refuter function of ``method_name``."""
     if method_name not in REFUTERS:
         raise ValueError(f"method_name={method_name!r} is not one of {sorted(REFUTERS)}")
-    if method_name in _ORIGINALS:
-        return _ORIGINALS[method_name]
     module, func = REFUTERS[method_name]
-    return getattr(importlib.import_module(f"dowhy.causal_refuters.{module}"), func)
+    current = getattr(importlib.import_module(f"dowhy.causal_refuters.{module}"), func)
+    return getattr(current, "__dowhy_cfr_original__", current)  # the wrapper keeps it
 
 
 # ----------------------------------------------------------------------------- the session
@@ -383,7 +384,7 @@ def refute_stacked(method_name: str, data: pd.DataFrame, target_estimand, estima
                         f"one of {type(getattr(estimate, 'estimator', None)).__name__}. Use "
                         f"DoWhy's refuters for other estimators.")
     if method_name == "placebo_treatment_refuter":
-        _check_placebo_treatment(data, target_estimand, kwargs.get("placebo_type"))
+        check_placebo_treatment(data, target_estimand, kwargs.get("placebo_type"))
     if seeds == "auto":
         seeds = _auto_seeds(method_name, estimate.estimator.estimator)
     refuter = dowhy_refuter(method_name)
@@ -421,7 +422,7 @@ def _auto_seeds(method_name: str, est) -> str:
     return "original"
 
 
-def _check_placebo_treatment(data: pd.DataFrame, target_estimand, placebo_type) -> None:
+def check_placebo_treatment(data: pd.DataFrame, target_estimand, placebo_type) -> None:
     """ValueError with the fix where DoWhy's placebo refuter cannot draw a usable placebo: for a
     float treatment column its random placebo is drawn from a normal distribution (on 0/1 data
     all one value); string and categorical columns break inside DoWhy."""
@@ -443,70 +444,6 @@ def _check_placebo_treatment(data: pd.DataFrame, target_estimand, placebo_type) 
                 f"placebo_treatment_refuter: DoWhy cannot draw a placebo for the "
                 f"{col.dtype} treatment column {name!r}; encode it as 0/1 int or bool "
                 f"(e.g. df[{name!r}] = (df[{name!r}] == 'treated').astype(int))")
-
-
-# ----------------------------------------------------------------------------- registration
-def _dispatcher(method_name: str, original):
-    """DoWhy's refuter function ``original``, stacked for CFR estimates."""
-    signature = inspect.signature(original)
-
-    @functools.wraps(original)
-    def refuter(*args, **kwargs):
-        try:
-            bound = signature.bind_partial(*args, **kwargs).arguments
-        except TypeError:
-            return original(*args, **kwargs)
-        if not is_cfr_estimate(bound.get("estimate")):
-            return original(*args, **kwargs)
-        if not _OPTIONS["enabled"]:
-            if method_name == "placebo_treatment_refuter":  # DoWhy's own loop, same trap
-                _check_placebo_treatment(bound.get("data"), bound.get("target_estimand"),
-                                         bound.get("placebo_type"))
-            return original(*args, **kwargs)
-        extra = bound.pop("_", {})  # DoWhy's functions swallow unknown keywords
-        return refute_stacked(method_name, **{**extra, **bound})
-
-    refuter.__dowhy_cfr_original__ = original
-    return refuter
-
-
-def _wrap_functional_api(package):
-    """DoWhy's ``refute_estimate(..., refuters=[...])`` with its refuter functions replaced by
-    the dispatchers (also the functions a user imported before ``import dowhy_cfr``)."""
-    module = importlib.import_module("dowhy.causal_refuters.refute_estimate")
-    original = module.refute_estimate
-    if getattr(original, "__dowhy_cfr_wrapper__", False):
-        return
-    swap = {id(_ORIGINALS[name]): getattr(package, REFUTERS[name][1]) for name in _ORIGINALS}
-
-    @functools.wraps(original)
-    def refute_estimate(*args, refuters=module.ALL_REFUTERS, **kwargs):
-        refuters = [swap.get(id(r), r) for r in refuters]
-        return original(*args, refuters=refuters, **kwargs)
-
-    refute_estimate.__dowhy_cfr_wrapper__ = True
-    module.refute_estimate = refute_estimate
-    package.refute_estimate = refute_estimate
-
-
-def register() -> list:
-    """Route DoWhy's five re-estimating refuters through the stacked path for CFR estimates
-    (idempotent; run on ``import dowhy_cfr``). Returns the method names wrapped."""
-    package = importlib.import_module("dowhy.causal_refuters")
-    for name, (module_name, func) in REFUTERS.items():
-        module = importlib.import_module(f"dowhy.causal_refuters.{module_name}")
-        current = getattr(module, func)
-        original = getattr(current, "__dowhy_cfr_original__", current)
-        _ORIGINALS[name] = original
-        if current is original:
-            wrapped = _dispatcher(name, original)
-            setattr(module, func, wrapped)  # the refuter classes call this module global
-            setattr(package, func, wrapped)
-    _wrap_functional_api(package)
-    return list(REFUTERS)
-
-
-register()
 
 
 # ----------------------------------------------------------------------------- reading a result

@@ -29,7 +29,7 @@ from econml.inference import BootstrapInference
 
 import dowhy_cfr
 from dowhy_cfr import CFR, CFREstimator, TARNet, TARNetEstimator
-from dowhy_cfr import dowhy_adapter
+from dowhy_cfr import dowhy_adapter, registration
 
 TINY = dict(n_rep_layers=2, rep_dim=16, n_head_layers=1, head_dim=16, n_iter=200, batch_size=64,
             learning_rate=1e-2, ipm="mmd2_lin", verbose=0, random_state=0)
@@ -298,15 +298,15 @@ def test_other_names_keep_dowhy_behaviour(setup):
     assert np.isfinite(lr.value)
     with pytest.raises(IndexError):  # DoWhy's own error for a bare name without a dot
         model.estimate_effect(estimand, method_name="linear_regression")
-    assert dowhy_adapter._normalize_method_name("Cfr") == "backdoor.cfr"
-    assert dowhy_adapter._normalize_method_name(" tarnet ") == "backdoor.tarnet"
+    assert dowhy_adapter.normalize_method_name("Cfr") == "backdoor.cfr"
+    assert dowhy_adapter.normalize_method_name(" tarnet ") == "backdoor.tarnet"
     for name in ("backdoor.linear_regression", "iv.cfr", "cfr_x", None):
-        assert dowhy_adapter._normalize_method_name(name) == name
+        assert dowhy_adapter.normalize_method_name(name) == name
 
 
 def test_registration_is_idempotent_and_does_not_shadow():
     wrapped = CausalModel.estimate_effect
-    done = dowhy_adapter.register()
+    done = registration.register()
     assert all(done.values())
     assert CausalModel.estimate_effect is wrapped  # not wrapped twice
     assert getattr(CausalModel.estimate_effect.__wrapped__, "__dowhy_cfr_wrapper__", False) is False
@@ -315,8 +315,8 @@ def test_registration_is_idempotent_and_does_not_shadow():
     assert get_class_object("cfr_estimator") is CFREstimator
     assert get_class_object("tarnet_estimator") is TARNetEstimator
     # a name DoWhy really ships is left alone
-    assert dowhy_adapter.register_alias("dowhy.causal_estimators.linear_regression_estimator",
-                                        "LinearRegressionEstimator", CFREstimator, "") is False
+    assert registration.register_alias("dowhy.causal_estimators.linear_regression_estimator",
+                                       "LinearRegressionEstimator", CFREstimator, "") is False
     from dowhy.causal_estimators.linear_regression_estimator import LinearRegressionEstimator
 
     assert get_class_object("linear_regression_estimator") is LinearRegressionEstimator
