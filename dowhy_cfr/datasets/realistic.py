@@ -403,10 +403,11 @@ def _roles(table: str, X_raw) -> dict:
                f1=_flag(X_raw, r["f1"]), f2=_flag(X_raw, r["f2"]), k=np.zeros(len(X_raw), int),
                n_levels=1)
     if r["cat"] is not None:
+        import pandas as pd
+
         levels = const["levels"]
-        lookup = {lev: i for i, lev in enumerate(levels)}
-        v = _categorical_values(X_raw[r["cat"]])
-        out["k"] = np.array([lookup.get(x, len(levels)) for x in v], dtype=int)
+        codes = pd.Categorical(_categorical_values(X_raw[r["cat"]]), categories=levels).codes
+        out["k"] = np.where(codes < 0, len(levels), codes).astype(int)  # -1: a lumped level
         out["n_levels"] = len(levels) + 1
     return out
 
@@ -630,14 +631,22 @@ def _jitter_scales(table: str) -> dict:
 @functools.lru_cache(maxsize=None)
 def _gt_population_mean(design: str) -> tuple[float, float]:
     """Mean of gt* over the smoothed table distribution and its Monte Carlo s.e.: every row
-    jittered in K passes (stratified), K >= 8 and K N >= 100,000."""
+    jittered in K passes (stratified), K >= 8 and K N >= 100,000; passes are processed in
+    batches of about 20,000 rows."""
+    import pandas as pd
+
     table = DESIGNS[design].table
     src = _source(table)
-    passes = max(8, -(-100_000 // len(src)))
+    N = len(src)
+    passes = max(8, -(-100_000 // N))
+    per_batch = max(1, 20_000 // N)
     means = []
-    for k in range(passes):
-        X_raw = _jitter(table, src, np.random.default_rng([_crc(design), 1, k]))
-        means.append(_standardised(design, X_raw, encode(table, X_raw)[0])[1].mean())
+    for b, start in enumerate(range(0, passes, per_batch)):
+        k = min(per_batch, passes - start)
+        X_raw = _jitter(table, pd.concat([src] * k, ignore_index=True),
+                        np.random.default_rng([_crc(design), 1, b]))
+        gt = _standardised(design, X_raw, encode(table, X_raw)[0])[1]
+        means += list(gt.reshape(k, N).mean(axis=1))
     means = np.array(means)
     return float(means.mean()), float(means.std(ddof=1) / np.sqrt(passes))
 
@@ -763,11 +772,12 @@ def _units(design, X_raw, rows, rng, settings) -> RealisticSample:
     g0, gt, gs = _standardised(design, X_raw, X)
     h, s, sigma, share = settings
     mu0 = g0
-    tau = SURFACES[DESIGNS[design].surface].ate0 + h * gt
+    mu1 = mu0 + (SURFACES[DESIGNS[design].surface].ate0 + h * gt)
+    tau = mu1 - mu0  # exactly mu1 - mu0 in floating point
     e = _expit(_intercept(design, s, share) + s * gs)
     T = (rng.uniform(size=len(rows)) < e).astype(int)
     Y = mu0 + T * tau + sigma * rng.standard_normal(len(rows))
-    return RealisticSample(X=X, X_raw=X_raw, T=T, Y=Y, mu0=mu0, mu1=mu0 + tau, tau=tau, e=e,
+    return RealisticSample(X=X, X_raw=X_raw, T=T, Y=Y, mu0=mu0, mu1=mu1, tau=tau, e=e,
                            rows=np.asarray(rows, dtype=np.int64))
 
 
