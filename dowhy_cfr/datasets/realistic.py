@@ -61,9 +61,9 @@ with ``h`` the heterogeneity (sd of tau), ``s`` the overlap strength (larger = p
 standardised ``log(1 + x)``, ``z_c``), two continuous columns (standardised, ``z_a``,
 ``z_b``), two flags ``f1``, ``f2`` and a categorical column ``k`` with level effects ``L(k)``
 drawn once per design; standardised roles are clipped to [-3, 3]. The ``smooth`` and
-``linear`` surfaces use every column of ``X`` (``Z``: ``log(1 + |x|)`` of counts and skewed
-columns, standardised, clipped to [-5, 5]) through fixed random directions ``u_j = Z w_j``
-(unit variance over the table).
+``linear`` surfaces use every column of ``X`` in its own units (``Z``: standardised, clipped to
+[-5, 5]) through fixed random directions ``u_j = Z w_j`` (``w_j`` standard normal, ``u_j``
+rescaled to mean 0 and variance 1 over the table): smooth in what the estimators see.
 
 ``steps``        thresholds and interactions (easy for trees, hard for smooth networks):
                  g0 = 1[r_h > .5] + 1[z_a > 0](1 + f1) + .5 1[z_c > .5],
@@ -81,8 +81,9 @@ columns, standardised, clipped to [-5, 5]) through fixed random directions ``u_j
 ``smooth``       dense smooth functions of all columns (easy for networks, hard for trees):
                  g0 = sin(u1) + u2 tanh(u3), gt = tanh(u4) + .5 sin(u5 + u1),
                  gs = u2 + .5 u4; h = 1, s = 1.
-``linear``       dense linear baseline and a linear effect with one product term:
-                 g0 = u1 + .5 z_h, gt = z_a + .5 z_c + .5 z_a z_b, gs = u2; h = 0.75, s = 1.
+``linear``       dense linear baseline and propensity, an effect linear in two columns
+                 plus their product: g0 = u1, gt = z_a + .5 z_b + .5 z_a z_b, gs = u2;
+                 h = 0.75, s = 1.
 
 ``ate0`` is 0.5 except for ``constant`` (1.0). Overlap names: ``"good"`` (s = 0.5),
 ``"moderate"`` (1), ``"poor"`` (2); :class:`RealisticData` reports the share of extreme
@@ -278,7 +279,6 @@ def load_table(table: str, *, numeric: bool = False):
 @dataclass(frozen=True)
 class _Encoding:
     names: tuple
-    slog: np.ndarray  # per output column: log-transform it in the dense features Z
     medians: dict  # numeric column -> table median (imputation)
     indicators: tuple  # numeric columns with a missing indicator
     levels: dict  # categorical column -> kept levels, most frequent first (the reference)
@@ -292,7 +292,7 @@ def _categorical_values(s):
 @functools.lru_cache(maxsize=None)
 def _encoding(table: str) -> _Encoding:
     spec, src = TABLES[table], _source(table)
-    names, slog, medians, indicators, levels, other = [], [], {}, [], {}, {}
+    names, medians, indicators, levels, other = [], {}, [], {}, {}
     for col, kind in spec.kinds.items():
         if kind == "categorical":
             share = _categorical_values(src[col]).value_counts(normalize=True, sort=True)
@@ -300,16 +300,13 @@ def _encoding(table: str) -> _Encoding:
             levels[col], other[col] = kept, bool((share < MIN_LEVEL_SHARE).any())
             new = [f"{col}={lev}" for lev in kept[1:]] + ([f"{col}=(other)"] if other[col] else [])
             names += new
-            slog += [False] * len(new)
             continue
         medians[col] = float(src[col].median())
         names.append(col)
-        slog.append(kind in ("positive", "count"))
         if src[col].isna().any():
             indicators.append(col)
             names.append(f"{col}_missing")
-            slog.append(False)
-    return _Encoding(tuple(names), np.array(slog), medians, tuple(indicators), levels, other)
+    return _Encoding(tuple(names), medians, tuple(indicators), levels, other)
 
 
 def encode(table: str, X_raw) -> tuple[np.ndarray, list[str]]:
@@ -415,16 +412,14 @@ def _roles(table: str, X_raw) -> dict:
 @functools.lru_cache(maxsize=None)
 def _dense_constants(table: str):
     X, _ = encode(table, _source(table))
-    X = np.where(_encoding(table).slog, _slog(X), X)
     mean, sd = X.mean(0), X.std(0)
     return mean, np.where(sd > 0, sd, np.inf)
 
 
 def _dense(table: str, X: np.ndarray) -> np.ndarray:
-    """``Z``: every column of the numeric X, log-transformed where skewed, standardised with
-    the table's mean and sd, clipped to [-5, 5] (constant columns are 0)."""
+    """``Z``: every column of the numeric X in its own units, standardised with the table's
+    mean and sd, clipped to [-5, 5] (constant columns are 0)."""
     mean, sd = _dense_constants(table)
-    X = np.where(_encoding(table).slog, _slog(X), X)
     return np.clip((X - mean) / sd, -5.0, 5.0)
 
 
@@ -477,9 +472,8 @@ def _smooth(R, Z, C):
 
 def _linear(R, Z, C):
     u = _directions(Z, C)
-    g0 = u[:, 0] + 0.5 * R["h"]
-    gt = R["a"] + 0.5 * R["c"] + 0.5 * R["a"] * R["b"]
-    return g0, gt, u[:, 1]
+    gt = R["a"] + 0.5 * R["b"] + 0.5 * R["a"] * R["b"]
+    return u[:, 0], gt, u[:, 1]
 
 
 @dataclass(frozen=True)
