@@ -492,7 +492,8 @@ class SurfaceSpec:
     """A response surface: formulas in the module docstring; ``heterogeneity`` (sd of tau),
     ``overlap`` (strength s) and ``ate0`` are its defaults; ``directions`` random directions
     of the dense features (0: the surface does not read ``Z``); ``favours`` is the family the
-    surface is expected to favour (``"trees"``, ``"networks"`` or ``"neither"``)."""
+    surface is expected to favour (``"trees"``, ``"networks"``, ``"trees and linear models"``:
+    level effects are linear in the one-hot columns, or ``"neither"``)."""
 
     name: str
     description: str
@@ -512,7 +513,8 @@ SURFACES = {
     "sparse": SurfaceSpec("sparse", "three relevant columns entering through log and rank, "
                           "the rest irrelevant", 0.75, 1.0, 0.5, "trees", function=_sparse),
     "categorical": SurfaceSpec("categorical", "level effects of a categorical column and its "
-                               "interaction with a flag; good overlap", 0.75, 0.5, 0.5, "trees",
+                               "interaction with a flag; good overlap", 0.75, 0.5, 0.5,
+                               "trees and linear models",
                                needs_cat=True, function=_categorical),
     "constant": SurfaceSpec("constant", "constant effect, strong confounding through a skewed "
                             "column, a flag and a categorical; poor overlap", 0.0, 2.0, 1.0,
