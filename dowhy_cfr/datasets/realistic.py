@@ -275,7 +275,7 @@ def load_table(table: str, *, numeric: bool = False):
         A key of :data:`TABLES`.
     numeric : bool, default False
         False: the raw pandas DataFrame (categoricals as pandas categoricals, NaN kept).
-        True: ``(X, names)``, the :func:`encode` d float array and its column names.
+        True: ``(X, names)``, the encoded float array (:func:`encode`) and its column names.
 
     Raises
     ------
