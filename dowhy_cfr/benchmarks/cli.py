@@ -8,6 +8,7 @@ Commands
 ``speed``      wall time of default and ensemble fits, stacked vs single; ms/step and GFLOP/s.
 ``synthetic``  Nie & Wager (2021) designs A-E: √PEHE, ATE error, intervals, time.
 ``coverage``   coverage and width of 95% intervals over many simulated data sets.
+``realistic``  semi-synthetic designs on real covariate tables: √PEHE, ATE error, time.
 ``refuters``   DoWhy's five refuters on a CFR estimate of IHDP, stacked: seconds, placebo, RCC.
 
 Every command prints a markdown table and, with ``--out DIR``, writes CSV and markdown (and
@@ -117,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .synthetic import add_parsers
 
     add_parsers(sub)
+    from .realistic import add_parsers as add_realistic_parsers
+
+    add_realistic_parsers(sub)
     from .refuters import add_parser as add_refuters_parser
 
     add_refuters_parser(sub)
@@ -182,6 +186,10 @@ def main(argv=None) -> int:
         from .synthetic import run_command
 
         md = run_command(args)
+    elif args.command == "realistic":
+        from .realistic import run_command as run_realistic
+
+        md = run_realistic(args)
     elif args.command == "refuters":
         from .refuters import run_command as run_refuters
 

