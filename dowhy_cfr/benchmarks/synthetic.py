@@ -37,6 +37,7 @@ import pandas as pd
 from ..datasets.synthetic import DESIGNS, SyntheticData, population_ate, simulate
 from . import report
 from ._runner import TaskPool, add_threads_argument, chunks, progress_bar
+from .methods import parse_cfr_params
 
 __all__ = ["SYNTHETIC_METHODS", "EXTRA_PEERS", "CFR_FAMILY", "INTERVAL_METHODS", "ROW_COLUMNS",
            "ProjectionCATE", "interval_coverage", "make_estimator", "cfr_inference", "run_data",
@@ -589,6 +590,9 @@ def _options(p: argparse.ArgumentParser):
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--workers", type=int, default=1,
                    help="worker processes, each with --threads threads (default 1: inline)")
+    p.add_argument("--cfr-params", type=parse_cfr_params, default={},
+                   help='JSON object of keyword arguments for every CFR-family estimator, e.g. '
+                        '\'{"batch_size": 256}\'')
     p.add_argument("--stack", type=_positive, default=1,
                    help="CFR-family data sets trained together in one CFR.fit_stacked pass, "
                         "each with the seeds of its own fit (default 1: one fit per data set)")
@@ -620,7 +624,7 @@ def run_command(args) -> str:
     """Run ``synthetic`` or ``coverage`` from parsed arguments; write files; return markdown."""
     settings = dict(n_iter=args.n_iter, tiny=args.tiny, d=args.d, sigma=args.sigma,
                     n_test=args.n_test, alpha=args.alpha, cfr_inference=args.cfr_inference,
-                    stack=args.stack)
+                    stack=args.stack, cfr_params=args.cfr_params)
     for design in args.designs:  # fail fast on bad --d / --sigma, naming the argument
         try:
             simulate(design, 2, d=args.d, sigma=args.sigma, random_state=0)
