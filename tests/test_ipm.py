@@ -221,9 +221,11 @@ def test_a_models_imbalance_and_gradient_do_not_depend_on_its_neighbours(ipm):
         single_phi = phi[k : k + 1].clone().requires_grad_(True)
         single = imbalance(single_phi, t[k : k + 1], ipm=ipm, rbf_sigma=1.0)
         single.sum().backward()
+        # measured: equal bit for bit on one thread; on two threads mmd2_rbf's gradient
+        # differs by 4.7e-10 (on main too), values ~0.1-1, gradients ~0.01-0.1
         torch.testing.assert_close(single[0], stacked[k], rtol=1e-6, atol=1e-7)
         torch.testing.assert_close(single_phi.grad[0], stacked_phi.grad[k], rtol=1e-5,
-                                   atol=1e-6)
+                                   atol=1e-7)
 
 
 def test_sinkhorn_gradient_stays_finite_with_an_outlying_control_unit():
