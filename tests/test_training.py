@@ -155,12 +155,14 @@ def test_stacked_models_with_other_arm_counts_equal_separate_fits(ipm):
         single = train_cfr(x[k : k + 1], t[k : k + 1], y[k : k + 1], train_idx=tr[None],
                            val_idx=va[None], config=cfg, seeds=[s], per_model_data=True)
         # rounding drift after 200 steps, measured: outputs 6.8e-5 (wass) / 7.2e-7 (mmd2_rbf),
-        # val objective 8.8e-6 / 1.8e-6 relative; outputs ~1
-        torch.testing.assert_close(predict(single.net, x[0])[0], out[k], rtol=0, atol=5e-4)
+        # val objective 8.8e-6 / 1.8e-6 relative; outputs ~1. Model 1's Wasserstein run is
+        # sensitive: a 1e-7 relative change of x moves its outputs by up to 1.8e-4 and its val
+        # objective by 4.1e-4 relative, so the margins leave room for other CPUs' rounding.
+        torch.testing.assert_close(predict(single.net, x[0])[0], out[k], rtol=0, atol=1e-3)
         assert single.best_step[0] == stacked.best_step[k]
         n_evals = len(single.history["step"])
         np.testing.assert_allclose(single.history["val_objective"][:, 0],
-                                   stacked.history["val_objective"][:n_evals, k], rtol=1e-4)
+                                   stacked.history["val_objective"][:n_evals, k], rtol=2e-3)
 
 
 def test_stacked_gradients_equal_single_ones_at_the_default_sizes():
@@ -202,10 +204,12 @@ def test_stacked_gradients_equal_single_ones_at_the_default_sizes():
 def test_stacked_training_equals_separate_fits(ipm):
     """Up to float rounding: every model's arithmetic has the same shapes in a stack as alone
     (the Wasserstein term used to pad groups to the stack's largest, which drifted to 0.27 in
-    the parameters after 300 steps at lr 3e-3)."""
+    the parameters after 300 steps at lr 3e-3). Over 100 steps: over 300, seed 33's Wasserstein
+    run is chaotic (a 1e-7 relative change of x moves its outputs by 0.16; over 100 steps the
+    three seeds' outputs move by at most 2.2e-5)."""
     x, t, y, tr, va = core_data()
     cfg = CFRConfig(alpha=0.5, ipm=ipm, rbf_sigma=1.0,
-                    **{**CORE_SMALL, "n_iter": 300, "learning_rate": 3e-3, "patience": None})
+                    **{**CORE_SMALL, "n_iter": 100, "learning_rate": 3e-3, "patience": None})
     seeds = [11, 22, 33]
     k = len(seeds)
     stacked = train_cfr(x, t, y, train_idx=tr.expand(k, -1), val_idx=va.expand(k, -1),
@@ -214,8 +218,8 @@ def test_stacked_training_equals_separate_fits(ipm):
     out_stacked = predict(stacked.net, x)
     for i, s in enumerate(seeds):
         single = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg, seeds=[s])
-        # rounding drift after 300 steps, measured: outputs 3.0e-5 (wass), 1.4e-6 (mmd2_lin),
-        # 9.5e-7 (mmd2_rbf), 6.0e-7 (wass2); val objective <= 1.2e-5 relative; outputs ~1
+        # rounding drift after 100 steps, measured: outputs 6.9e-5 (wass), 7.2e-7 (mmd2_lin),
+        # 4.8e-7 (mmd2_rbf), 7.2e-7 (wass2); val objective <= 6.2e-6 relative; outputs ~1
         torch.testing.assert_close(predict(single.net, x)[0], out_stacked[i], rtol=0, atol=5e-4)
         assert single.best_step[0] == stacked.best_step[i]
         np.testing.assert_allclose(single.history["val_objective"][:, 0],
