@@ -46,6 +46,10 @@ class ArmGroups:
 def arm_count_groups(counts: np.ndarray, device) -> ArmGroups:
     """Group a stack's models by their rows' arm counts ``counts`` (K, n_arms), groups in the
     lexicographic order of their counts (:func:`.training.stack_order` sorts a stack that way)."""
+    if (counts == counts[:1]).all():  # one group (always for K = 1): no np.unique (~0.1 ms)
+        return ArmGroups(counts=[[int(c) for c in counts[0]]],
+                         models=[torch.arange(len(counts), device=device)],
+                         sizes=[len(counts)], inverse=None)
     uniq, inverse = np.unique(counts, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
     models = [np.flatnonzero(inverse == g) for g in range(len(uniq))]

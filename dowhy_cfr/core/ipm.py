@@ -97,11 +97,13 @@ def _counts(treated_mask, control_mask, check: bool):
     n_t = treated_mask.sum(dim=1)
     n_c = control_mask.sum(dim=1)
     if check and (bool((n_t == 0).any()) or bool((n_c == 0).any())):
-        raise ValueError(
-            "imbalance needs at least one treated and one control unit per model; got "
-            f"treated counts {n_t.tolist()} and control counts {n_c.tolist()}"
-        )
+        _empty_group(n_t.tolist(), n_c.tolist())
     return n_t, n_c
+
+
+def _empty_group(n_t: list, n_c: list):
+    raise ValueError("imbalance needs at least one treated and one control unit per model; got "
+                     f"treated counts {n_t} and control counts {n_c}")
 
 
 def _exp(x: torch.Tensor) -> torch.Tensor:
@@ -197,11 +199,10 @@ def wasserstein(phi, t, valid=None, *, lam: float = _DEFAULT.wass_lambda,
     """
     _check_sinkhorn(lam, n_iter)
     phi, tm, cm, squeeze = _as_stack(phi, t, valid)
-    n_t, n_c = _counts(tm, cm, check)
-    # each model's rows arm by arm: treated, control, then the rows that take no part
-    order = torch.argsort((~tm).to(torch.int8) + (~(tm | cm)).to(torch.int8), dim=1, stable=True)
-    rows = phi.gather(1, order.unsqueeze(-1).expand(-1, -1, phi.shape[-1]))
-    counts = torch.stack([n_t, n_c, phi.shape[1] - n_t - n_c], 1).cpu().numpy()
+    sizes = torch.stack([tm, cm], 1).sum(2).cpu().numpy()  # (K, 2): n_t, n_c
+    if check and not sizes.all():
+        _empty_group(sizes[:, 0].tolist(), sizes[:, 1].tolist())
+    counts = np.concatenate([sizes, phi.shape[1] - sizes.sum(1, keepdims=True)], 1)
 
     def block_distance(blocks, _group):
         if blocks[0].shape[1] == 0 or blocks[1].shape[1] == 0:  # an empty group (check=False)
@@ -209,8 +210,18 @@ def wasserstein(phi, t, valid=None, *, lam: float = _DEFAULT.wass_lambda,
         return wasserstein_blocks(blocks[0], blocks[1], lam=lam, n_iter=n_iter,
                                   backprop=backprop, squared=squared)
 
-    dist = arm_count_groups(counts, phi.device).apply(rows, block_distance)
+    dist = arm_count_groups(counts, phi.device).apply(_arm_sorted(phi, tm, cm), block_distance)
     return dist[0] if squeeze else dist
+
+
+def _arm_sorted(phi: torch.Tensor, tm: torch.Tensor, cm: torch.Tensor) -> torch.Tensor:
+    """Each model's rows of ``phi`` (K, B, r) arm by arm: treated, control, then the rows that
+    take no part (stable: in their order within each part)."""
+    k, b, r = phi.shape
+    order = torch.argsort(torch.where(tm, 0, torch.where(cm, 1, 2)), dim=1, stable=True)
+    offsets = torch.arange(0, k * b, b, device=phi.device).unsqueeze(1)
+    # one index_select of rows: several times faster than gather on (K, B, r)
+    return phi.reshape(k * b, r).index_select(0, (order + offsets).reshape(-1)).view(k, b, r)
 
 
 def _check_sinkhorn(lam, n_iter) -> None:
