@@ -33,8 +33,9 @@ import torch
 from .core import CFRConfig, CFRNet
 from .fitted import (Columns, DebiasedStage, FinalStage, FittedCFR, FittedMembers,
                      Preprocessing, TreatmentEncoding)
+from .tabular import FeatureScaler, TableEncoder
 
-FORMAT_VERSION = 2  # 2: the fitted units' X block replaces its hash; the final stage's shift
+FORMAT_VERSION = 2  # 2: the fitted units' X block, the final stage's shift, encoders, scaler
 
 
 def _jsonable(v):
@@ -74,6 +75,24 @@ def _model_from_spec(spec):
     return getattr(importlib.import_module(module), name)(**spec["params"])
 
 
+def _put(arrays: dict, prefix: str, obj):
+    """The JSON state of a fitted encoder or scaler (``to_state``), its arrays put into
+    ``arrays`` under ``prefix/``; None for None."""
+    if obj is None:
+        return None
+    state, obj_arrays = obj.to_state()
+    arrays.update({f"{prefix}/{k}": v for k, v in obj_arrays.items()})
+    return state
+
+
+def _get(state: dict, arrays: dict, prefix: str, cls):
+    """The object :func:`_put` saved under ``prefix`` (None if none was)."""
+    if state.get(prefix) is None:
+        return None
+    own = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith(prefix + "/")}
+    return cls.from_state(state[prefix], own)
+
+
 def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: dict) -> Path:
     """Write ``fitted`` with the estimator's class name, parameters and EconML's bookkeeping."""
     path = Path(path)
@@ -86,6 +105,7 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
     model_final = params.pop("model_final")
     model_propensity = params.pop("model_propensity", None)
     members, pre, cols = fitted.members, fitted.preprocessing, fitted.columns
+    arrays = {}
     state = {
         "format_version": FORMAT_VERSION,
         "class": class_name,
@@ -110,15 +130,16 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
         "n_models": members.n_models,
         "d_in": int(members.net.rep_weights[0].shape[1]),
         "final_stage": None,
+        "scaler": _put(arrays, "scaler", pre.scaler),
+        "x_encoder": _put(arrays, "x_encoder", cols.x_encoder),
+        "w_encoder": _put(arrays, "w_encoder", cols.w_encoder),
     }
-    arrays = {
-        "x_mean": pre.x_mean,
-        "x_scale": pre.x_scale,
+    arrays.update({
         "y_mean": pre.y_mean,
         "y_scale": pre.y_scale,
         "tau_fit_mean": fitted.tau_fit_mean,
         "best_iteration": members.best_iteration,
-    }
+    })
     for col in members.history.columns:
         arrays[f"history/{col}"] = members.history[col].to_numpy()
     for i, p in enumerate(members.net.parameters()):
@@ -195,9 +216,11 @@ def load(path):
     if state.get("model_propensity") is not None:
         params["model_propensity"] = _model_from_spec(state["model_propensity"])
     config = CFRConfig(**state["config"])
-    pre = Preprocessing(state["loss"], arrays["x_mean"], arrays["x_scale"], arrays["y_mean"],
+    pre = Preprocessing(state["loss"], _get(state, arrays, "scaler", FeatureScaler), arrays["y_mean"],
                         arrays["y_scale"])
-    columns = Columns(state["n_x"], state["n_w"], state["x_columns"], state["w_columns"])
+    columns = Columns(state["n_x"], state["n_w"], state["x_columns"], state["w_columns"],
+                      _get(state, arrays, "x_encoder", TableEncoder),
+                      _get(state, arrays, "w_encoder", TableEncoder))
     final = None
     if state["final_stage"] is not None:
         models = FinalStage.fit(_model_from_spec(state["final_stage"]), arrays["final/x"],

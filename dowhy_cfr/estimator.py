@@ -17,6 +17,7 @@ from sklearn.base import BaseEstimator, clone
 from . import _io, fitting
 from . import _validation as V
 from .core import CFRConfig
+from .fitted import EncodedX
 from .inference import AverageEffectsMixin, CFRAIPWInference, CFRBootstrapInference
 
 __all__ = ["CFR", "TARNet"]
@@ -96,6 +97,10 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
     rbf_sigma, wass_lambda, wass_iterations, wass_backprop : float, float, int, bool
         Bandwidth of ``mmd2_rbf`` (kernel ``exp(-||a-b||^2 / sigma^2)``); Sinkhorn's entropic
         scale (relative to the mean cost), iterations, and backpropagation through the plan.
+    scaling : {"standard", "robust", "quantile"}
+        How the (encoded) covariates are scaled before the network
+        (:class:`dowhy_cfr.tabular.FeatureScaler`): mean and standard deviation, RealMLP's robust
+        scaling with smooth clipping, or quantiles to normal margins.
     loss : {"auto", "mse", "logloss"}, default "auto"
         Squared loss, or log-loss with a sigmoid output for 0/1 outcomes; "auto" uses log-loss
         when every outcome is 0 or 1. For binary outcomes effects are differences of
@@ -174,7 +179,8 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
         relative_patience=_D.relative_patience,
         reweight_sample=_D.reweight_sample, rbf_sigma=_D.rbf_sigma, wass_lambda=_D.wass_lambda,
         wass_iterations=_D.wass_iterations, wass_backprop=_D.wass_backprop,
-        loss="auto", model_final=None, n_ensemble=1, debias="aipw", cross_fit=False,
+        scaling=_D.scaling, loss="auto", model_final=None, n_ensemble=1, debias="aipw",
+        cross_fit=False,
         model_propensity=None, min_propensity=0.05, cv=5, categories="auto", random_state=None,
         device="cpu", verbose=1,
     ):
@@ -226,12 +232,13 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
         return []
 
     def _expand_treatments(self, X=None, *Ts, transform=True):
-        # EconML converts X to an array here; check DataFrame column names before they are lost
+        # EconML converts X to an array here: encode it first (DataFrame columns, categories)
         fitted = self._check_fitted()
-        if X is not None and fitted.columns.n_x > 0:
-            fitted.columns.block("X", X)
         fitted.encoding.check_labels(*Ts)
-        return super()._expand_treatments(X, *Ts, transform=transform)
+        if X is None or fitted.columns.n_x == 0:
+            return super()._expand_treatments(X, *Ts, transform=transform)
+        x = fitted.columns.block("X", X)
+        return (EncodedX(x), *super()._expand_treatments(x, *Ts, transform=transform)[1:])
 
     def _get_inference_options(self):
         # "bootstrap": replicas in one stacked pass; "auto": "aipw" unless debias=None

@@ -227,12 +227,9 @@ def prepare(settings: FitSettings, Y, T, X, W=None, groups=None) -> FitData:
         raise TypeError("Y must be numeric; encode a categorical outcome as 0/1") from exc
     V.check_finite("Y", y)
     t_raw = V.as_1d("T", T)
-    x = V.as_2d_float("X", X, allow_none=True)
-    w = V.as_2d_float("W", W, allow_none=True)
+    columns, x, w = Columns.fit(X, W)
     g = None if groups is None else V.as_1d("groups", groups)
     V.check_same_length(Y=y, T=t_raw, X=x, W=w, groups=g)
-    columns = Columns(0 if x is None else x.shape[1], 0 if w is None else w.shape[1],
-                      V.column_names(X), V.column_names(W))
     encoding, arms = encode_treatment(t_raw, settings.categories)
     xw = np.hstack([a for a in (x, w) if a is not None])
     codes = None if g is None else pd.factorize(pd.Series(g, dtype=object))[0]
@@ -300,7 +297,7 @@ def train_members(settings: FitSettings, plans: list, *, datasets: list | None =
     loss = resolve_loss(settings.loss, y)
     config = settings.config(loss, plans[0].params.get("alpha"))
     rows, train_rows, val_rows = _member_rows(plans, per, config)
-    pre = Preprocessing.fit(loss, xw, y, rows)
+    pre = Preprocessing.fit(loss, xw, y, rows, config.scaling)
     _clamp_batch_size(config, train_rows.shape[1])
     x = pre.x_tensor(xw)
     result = train_cfr(
