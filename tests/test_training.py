@@ -487,3 +487,32 @@ def test_validation_imbalance_on_arm_blocks_equals_the_masked_ipm(ipm):
         _, phi = predict(res.net.select([k]), x[val_idx[k]], representation=True)
         masked = arm_imbalance(phi, t[val_idx[k]].unsqueeze(0), 2, config.ipm_kwargs())
         torch.testing.assert_close(recorded[k], masked[0], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("reweight", [True, False])
+def test_batch_weights_follow_the_batch_arm_counts(reweight):
+    """Batches with fixed arm counts give each arm its intended share of the weight: 1/2 with
+    reweight_sample (Algorithm 1's w_i; every batch), the training share without. At 1.5%
+    treated the batch's single treated units are rounded up, and with the training shares'
+    weights the treated arm got 0.40 of each batch's weight (issue #29, defect 5)."""
+    from dowhy_cfr.core.training import StackedRun, sample_weights
+
+    n = 1000
+    t = torch.zeros(1, n, dtype=torch.long)
+    t[0, :15] = 1  # 1.5% treated
+    x, y = torch.randn(1, n, 3), torch.randn(1, n)
+    rows = torch.arange(n).unsqueeze(0)
+    cfg = CFRConfig(batch_size=100, reweight_sample=reweight)
+    run = StackedRun(x, t, y, train_idx=rows, val_idx=rows, config=cfg, seeds=[0], n_arms=2,
+                     batch_source=None, arm_shares=None, model_wrapper=None, gather_ipm=None,
+                     alpha=None, weight_decay=None, per_model_data=True, device="cpu")
+    for _ in range(3):
+        _, tb, _ = run.batches.next()
+        w = sample_weights(tb, run.batch_shares)
+        treated_share = float(w[tb == 1].sum() / w.sum())
+        expected = 0.5 if reweight else 0.015
+        assert treated_share == pytest.approx(expected, rel=1e-6)
+        assert float(w.sum()) == pytest.approx(100, rel=1e-6)  # the batch's loss is a mean
+    old = sample_weights(tb, run.shares)  # the training shares' weights, as before the fix
+    if reweight:
+        assert float(old[tb == 1].sum() / old.sum()) < 0.45

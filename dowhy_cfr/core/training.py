@@ -235,6 +235,7 @@ class StackedRun:
                                           device=device).reshape(k, n_arms)
         if not all(bool((self.take(self.t, val_idx) == a).any(1).all()) for a in range(n_arms)):
             raise ValueError("every model's validation split must contain every treatment arm")
+        self.arm_shares = self.shares  # the arms' shares of the training data
         if not config.reweight_sample:
             self.shares = torch.full_like(self.shares, 1.0 / n_arms)  # all weights 1
         init_seeds, batch_seeds = derive_seeds(seeds)
@@ -250,6 +251,7 @@ class StackedRun:
                 batch_seeds, n_arms, per_model_data)
         else:
             self.batches = StreamBatches(batch_source, k, x.dtype, device)
+        self.batch_shares = self._batch_shares()
         self._group_models()
         self.val_idx = _interleave_arms(val_idx, self.take(self.t, val_idx), n_arms)
         # the validation loss uses at most max_eval_units * 64 units (a stratified prefix), the
@@ -301,8 +303,25 @@ class StackedRun:
                   [self.net.select_heads(models) for models in groups.models])
         return phi, groups.apply(phi, lambda blocks, g: self.net.factual_heads(blocks, params[g]))
 
+    def _batch_shares(self) -> torch.Tensor:
+        """The arm shares (K, n_arms) that give a training batch's weights (Algorithm 1, line 2).
+
+        Uniformly sampled batches (a stream) use the training shares ``u``: unbiased in
+        expectation. Batches with fixed arm counts ``c_a`` (of ``B``) use ``c_a / (B n_arms
+        target_a)`` instead, with ``target_a`` each arm's intended share of the loss (``1 /
+        n_arms`` with ``reweight_sample``, else ``u_a``): every batch then gives arm a exactly
+        ``target_a`` of its weight, even where ``c_a`` was rounded (up to the one unit of a rare
+        arm), where the training shares would give it ``c_a / (B n_arms u_a)``."""
+        counts = self.batches.counts
+        if counts is None:
+            return self.shares
+        counts = torch.as_tensor(counts, dtype=self.shares.dtype, device=self.shares.device)
+        n_arms = counts.shape[1]
+        target = self.arm_shares if not self.config.reweight_sample else 1.0 / n_arms
+        return counts / (counts.sum(1, keepdim=True) * n_arms * target)
+
     def batch_eq3(self, phi, pred, t, y) -> Eq3Terms:
-        risk = (sample_weights(t, self.shares)
+        risk = (sample_weights(t, self.batch_shares)
                 * factual_loss(pred, y, self.config.loss)).sum(1) / t.shape[1]
         if self.use_ipm and self.groups is not None:
             imb = self.groups.apply(phi, self._block_imbalance)
@@ -394,6 +413,7 @@ class StackedRun:
         self.batches.keep(keep_t)
         self._group_models()
         self.alpha, self.wd, self.shares = self.alpha[keep_t], self.wd[keep_t], self.shares[keep_t]
+        self.batch_shares, self.arm_shares = self.batch_shares[keep_t], self.arm_shares[keep_t]
         self.val_idx, self.running = self.val_idx[keep_t], self.running[:, keep_t]
         self.val_ipm_arms = self.val_ipm_arms[keep_t]
         self.live = self.live[keep]
