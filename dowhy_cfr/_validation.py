@@ -101,6 +101,8 @@ def as_1d(name: str, a) -> np.ndarray:
             arr = np.asarray(a.astype(object), dtype=object)
         elif pd.api.types.is_bool_dtype(a.dtype):
             arr = a.to_numpy(dtype=bool, copy=True)
+        elif pd.api.types.is_integer_dtype(a.dtype):  # integer labels stay integers (as arrays)
+            arr = a.to_numpy(dtype="int64", copy=True)
         elif pd.api.types.is_numeric_dtype(a.dtype):
             arr = a.to_numpy(dtype="float64", copy=True)
         else:

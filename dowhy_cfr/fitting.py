@@ -43,7 +43,7 @@ from .fitted import (Columns, DebiasedStage, FinalStage, FittedCFR, FittedMember
                      TreatmentEncoding, effects_of, encode_treatment, member_outputs, plain)
 from .metrics import SELECTION_CRITERIA, Nuisances, selection_scores
 from .nuisance import (Propensity, aipw_scores, cross_fit_outcomes, cross_fit_propensity,
-                       member_rows, sklearn_seed)
+                       member_rows, propensity_candidates, sklearn_seed)
 
 __all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "FitSettings", "FitData", "Trained",
            "alpha_grid", "resolve_device", "show_progress", "resolve_loss", "prepare",
@@ -188,9 +188,7 @@ def _check_second_stages(est) -> None:
         raise TypeError(f"model_final must be a scikit-learn regressor with fit and predict "
                         f"(e.g. sklearn.linear_model.LassoCV()) or None; got "
                         f"{est.model_final!r}")
-    if est.model_propensity is not None and not hasattr(est.model_propensity, "predict_proba"):
-        raise TypeError(f"model_propensity must be a classifier with predict_proba; got "
-                        f"{type(est.model_propensity).__name__}")
+    propensity_candidates(est.model_propensity)  # a clear error for an invalid one
 
 
 # ============================================================================== preprocess
