@@ -215,10 +215,14 @@ def prepare(settings: FitSettings, Y, T, X, W=None, groups=None) -> FitData:
     if X is None and W is None:
         raise ValueError("X is required (W alone is allowed only together with X=None "
                          "when you want an average effect); pass the covariates as X")
-    y = V.as_1d("Y", Y)
-    if isinstance(Y, (pd.DataFrame, np.ndarray)) and np.ndim(Y) == 2 and np.shape(Y)[1] > 1:
+    if np.ndim(Y) == 2 and np.shape(Y)[1] > 1:
         raise ValueError(f"Y must be a single outcome; got {np.shape(Y)[1]} columns. Fit one "
                          f"estimator per outcome.")
+    if np.ndim(T) == 2 and np.shape(T)[1] > 1:
+        raise ValueError(f"T must be a single column; got {np.shape(T)[1]} treatment columns. "
+                         f"CFR has one outcome head per level of one treatment: combine several "
+                         f"treatments into one categorical treatment (one level per combination)")
+    y = V.as_1d("Y", Y)
     try:
         y = y.astype("float64")
     except (TypeError, ValueError) as exc:
