@@ -41,7 +41,7 @@ from dowhy import CausalModel, EstimandType, identify_effect_auto
 from scipy.special import expit
 
 import dowhy_cfr  # noqa: F401  (registers backdoor.cfr and the refuters)
-from dowhy_cfr import CFREstimator
+from dowhy_cfr import CFRBootstrapInference, CFREstimator
 from dowhy_cfr.stacked_refuters import stacking_options
 
 # torch runs single-threaded in tests: see conftest.py
@@ -128,9 +128,10 @@ def identified(data, identifier_method="backdoor"):
     return estimand
 
 
-def fitted_estimator(data, identifier_method="backdoor", method_params=METHOD_PARAMS):
+def fitted_estimator(data, identifier_method="backdoor", method_params=METHOD_PARAMS,
+                     **fit_params):
     est = CFREstimator(identified_estimand=identified(data, identifier_method), **method_params)
-    return est.fit(data["df"], effect_modifier_names=data["effect_modifier_names"])
+    return est.fit(data["df"], effect_modifier_names=data["effect_modifier_names"], **fit_params)
 
 
 # ----------------------------------------------------------------------------- the harness
@@ -215,6 +216,26 @@ def test_inherent_limits_raise_clear_errors(case):
     config, message = LIMITS[case]
     with pytest.raises(ValueError, match=message):
         average_treatment_effect_test(**config)
+
+
+def test_on_demand_intervals_with_bootstrap_inference_or_none():
+    """On demand under EconML inference (the bootstrap's interval, spread and z-test of the
+    mean effect over the target units); without inference, a clear error naming the fixes."""
+    data = linear_data(num_common_causes=2, n=400, seed=5)
+    est = fitted_estimator(data, inference=CFRBootstrapInference(10))  # DoWhy's fit_params
+    estimate = est.estimate_effect(data["df"], target_units="att")
+    cfr, treated = est.estimator, data["df"][data["df"]["v0"]][est.covariate_names]
+    lo, hi = cfr.ate_interval(treated, T0=False, T1=True)
+    assert estimate.get_confidence_intervals() == pytest.approx((lo, hi))
+    assert estimate.get_standard_error() == pytest.approx(
+        float(cfr.ate_inference(treated, T0=False, T1=True).stderr_mean))
+    assert 0 <= estimate.test_stat_significance()["p_value"] < 0.05
+    plain = dict(METHOD_PARAMS, init_params=dict(TINY, debias=None))
+    estimate = fitted_estimator(data, method_params=plain).estimate_effect(data["df"])
+    for ask in (estimate.get_confidence_intervals, estimate.get_standard_error,
+                estimate.test_stat_significance):
+        with pytest.raises(ValueError, match="without inference.*debias='aipw'.*bootstrap"):
+            ask()
 
 
 def test_custom_data_average_treatment_effect():
@@ -340,3 +361,5 @@ def test_dummy_outcome_refuter_transformations(refutable, name, stacked):
     # the outcome's spread, ~6), <= 0.12 for the others; the estimate is about 10
     for res in results:
         assert abs(res.new_effect) < 1.0
+    from dowhy.causal_refuters import dummy_outcome_refuter
+    assert not hasattr(dummy_outcome_refuter.process_data, "__dowhy_cfr_original__")  # restored
