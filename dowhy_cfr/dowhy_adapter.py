@@ -47,9 +47,10 @@ What the adapter does
   the normal interval of the doubly robust ATE/ATT/ATC with its influence-function standard
   error (``estimate.get_confidence_intervals()``, ``estimate.get_standard_error()``,
   ``estimate.test_stat_significance()``), at no extra cost -- also on demand, for an estimate
-  made without ``confidence_intervals=True`` (as DoWhy's own estimators). With ``fit_params={"inference": "bootstrap"}`` (or a ``BootstrapInference``; every
-  bootstrap sample trains a network) it is EconML's ``ate_interval`` over the target units and
-  per-unit intervals are in ``estimate.cate_intervals``.
+  made without ``confidence_intervals=True`` (as DoWhy's own estimators). With
+  ``fit_params={"inference": "bootstrap"}`` (or a ``BootstrapInference``; every bootstrap sample
+  trains a network) it is EconML's ``ate_interval`` over the target units and per-unit
+  intervals are in ``estimate.cate_intervals``.
   ``confidence_intervals="bootstrap"`` uses DoWhy's own resampling bootstrap instead
   (``method_params={"num_simulations": ...}``; also one network per simulation).
 * Through EconML's ``est.dowhy`` the same holds: ``X`` and ``W`` both become CFR's ``X``, so

@@ -49,9 +49,9 @@ fit's early stopping selected (its ``best_iteration_``), keeping the best valida
 within them and skipping the patience tail -- on unchanged data this reproduces the original
 network -- and cross-fits each simulation's propensities with the model family the original
 fit's propensity selection kept (``propensity_model_``: by default the logistic regression or
-the boosting), instead of fitting every candidate again; ``"early_stopping"`` runs the estimator's own schedule,
-stopping and propensity selection (what DoWhy's loop runs); an int, that many steps (with the
-original's propensity family). Either way a simulation refits the alpha the original selected
+the boosting), instead of fitting every candidate again; ``"early_stopping"`` runs the
+estimator's own schedule, stopping and propensity selection (what DoWhy's loop runs); an int,
+that many steps (with the original's propensity family). Either way a simulation refits the alpha the original selected
 (``alpha_``, under ``alpha="auto"``).
 
 DoWhy's calls cannot carry these options; set them with :func:`stacking_options`, or call

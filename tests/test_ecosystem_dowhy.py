@@ -101,8 +101,9 @@ def linear_data(*, beta=10.0, num_common_causes=2, num_instruments=0, num_effect
         cols[f"FD{j}"] = t_num[0] + rng.normal(scale=0.1, size=n)
     mu = mean_outcome(cols["FD0"] if num_frontdoor_variables else t_num[0])
     if outcome_is_binary:
-        y = rng.binomial(1, expit(mu - mu.mean())).astype(bool)
-        ate = float(np.mean(expit(mean_outcome(1) - mu.mean()) - expit(mean_outcome(0) - mu.mean())))
+        shift = mu.mean()
+        y = rng.binomial(1, expit(mu - shift)).astype(bool)
+        ate = float(np.mean(expit(mean_outcome(1) - shift) - expit(mean_outcome(0) - shift)))
     else:
         y = mu + rng.normal(size=n)
         ate = float(np.mean(tau))

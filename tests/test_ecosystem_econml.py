@@ -52,7 +52,8 @@ POINTWISE = "inference='bootstrap'"  # the fix named by the default inference's 
 
 
 def econml_data(n=400, seed=123):
-    """EconML's TestInference data: X ~ U(0, 1)^3, W ~ N(0, 1)^3, T ~ Bernoulli(0.5), Y ~ N(0, 1)."""
+    """EconML's TestInference data: X ~ U(0, 1)^3, W ~ N(0, 1)^3, T ~ Bernoulli(0.5),
+    Y ~ N(0, 1)."""
     rng = np.random.default_rng(seed)
     return (rng.normal(size=n), rng.binomial(1, 0.5, size=n), rng.uniform(size=(n, 3)),
             rng.normal(size=(n, 3)))
