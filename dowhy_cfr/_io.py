@@ -15,7 +15,8 @@ final-stage model (used when ``W`` was given at fit) is saved as its scikit-lear
 parameters plus the data it was fitted on, and refitted on load -- deterministic for
 scikit-learn's estimators with a fixed ``random_state``. The debiased stage (the fitted units'
 outcomes, arms, outcome predictions and propensities) is saved as arrays; a ``model_propensity``
-other than the default is saved as its scikit-learn class and parameters (it is only used at fit).
+other than the default is saved as its name(s) or scikit-learn class and parameters (it is only
+used at fit).
 """
 
 from __future__ import annotations
@@ -68,6 +69,23 @@ def _model_spec(model):
             "params": _jsonable(model.get_params(deep=False))}
 
 
+def _propensity_spec(spec):
+    """JSON of a ``model_propensity``: None, a name, a classifier's spec, or a list of these."""
+    if spec is None or isinstance(spec, str):
+        return spec
+    if isinstance(spec, (list, tuple)):
+        return [_propensity_spec(s) for s in spec]
+    return _model_spec(spec)
+
+
+def _propensity_from_spec(spec):
+    if spec is None or isinstance(spec, str):
+        return spec
+    if isinstance(spec, list):
+        return [_propensity_from_spec(s) for s in spec]
+    return _model_from_spec(spec)
+
+
 def _model_from_spec(spec):
     module, _, name = spec["class"].rpartition(".")
     if not module.startswith("sklearn."):
@@ -111,7 +129,7 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
         "class": class_name,
         "params": _jsonable(params),
         "model_final": None if model_final is None else _model_spec(model_final),
-        "model_propensity": None if model_propensity is None else _model_spec(model_propensity),
+        "model_propensity": _propensity_spec(model_propensity),
         "debiased": None,
         "config": _jsonable(fitted.config.to_dict()),
         "loss": pre.loss,
@@ -214,7 +232,7 @@ def load(path):
     if state["model_final"] is not None:
         params["model_final"] = _model_from_spec(state["model_final"])
     if state.get("model_propensity") is not None:
-        params["model_propensity"] = _model_from_spec(state["model_propensity"])
+        params["model_propensity"] = _propensity_from_spec(state["model_propensity"])
     config = CFRConfig(**state["config"])
     pre = Preprocessing(state["loss"], _get(state, arrays, "scaler", FeatureScaler), arrays["y_mean"],
                         arrays["y_scale"])

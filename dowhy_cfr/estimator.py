@@ -117,10 +117,11 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
         plug-in (also ``average_effect(..., debiased=False)``), no analytic intervals.
     cross_fit : bool, default False
         The ``n_ensemble`` members are cross-fitting folds (AIPW on out-of-fold predictions).
-    model_propensity, min_propensity, cv : classifier or None, float, int
-        Propensity model (None: the better by out-of-fold log-loss of a logistic regression and
-        depth-3 boosting, :func:`dowhy_cfr.debiased.default_propensity_models`), cross-fitted
-        over ``cv`` stratified folds, clipped below at ``min_propensity`` (default 0.05; cv 5).
+    model_propensity, min_propensity, cv : None, str, classifier or list; float; int
+        Propensity model (None/"auto": the better by out-of-fold log-loss of a logistic regression
+        and depth-3 boosting; EconML's names "linear", "forest", ... or a list to select from:
+        :func:`dowhy_cfr.nuisance.propensity_candidates`), cross-fitted over ``cv`` stratified
+        folds, clipped below at ``min_propensity`` (default 0.05; cv 5).
     categories : "auto" or list, default "auto"
         Treatment categories; the first is the control arm.
     random_state : int, RandomState or None, default None
