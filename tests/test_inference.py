@@ -164,16 +164,10 @@ def test_saving_a_bootstrap_fit_warns_that_the_replicas_stay_behind(boot, tmp_pa
 
 
 # The replicas' average effects over the fitted units, as the bootstrap interval of ate(X) must
-# use them. EconML's BootstrapEstimator would (it proxies any ``*_interval`` to the replicas), but
-# econml.inference.Inference defines ate_interval itself, from effect_inference's population
-# summary, and that wins: a conservative bound from the pointwise spread, several times wider
-# (measured by the issue: (-0.119, 2.309) where the replicas' 2.5-97.5% range was [0.773, 1.406]).
-_ATE_FALLS_THROUGH = ("issue #29: CFRBootstrapInference.ate_interval falls through to EconML's "
-                      "Inference.ate_interval (a conservative bound from the pointwise effect "
-                      "distribution), not the percentiles of the replicas' ATEs")
-
-
-@pytest.mark.xfail(strict=True, reason=_ATE_FALLS_THROUGH)
+# use them. econml.inference.Inference defines ate_interval itself, from effect_inference's
+# population summary: a conservative bound from the pointwise spread, several times wider. Both
+# tests below failed when CFRBootstrapInference fell through to it (issue #29; e.g. percentile
+# interval (0.658, 1.768) where the replicas' 5-95% range was [1.045, 1.859]).
 def test_ate_interval_is_the_replicas_percentiles():
     X, T, Y, _ = make_confounded(n=150)
     est = CFR(**FAST).fit(Y, T, X=X, inference=CFRBootstrapInference(
@@ -184,7 +178,6 @@ def test_ate_interval_is_the_replicas_percentiles():
     np.testing.assert_allclose([lo, hi], np.percentile(ates, [5, 95]), rtol=1e-10)
 
 
-@pytest.mark.xfail(strict=True, reason=_ATE_FALLS_THROUGH)
 def test_pivot_ate_interval_is_built_from_the_replicas(boot):
     est, X, _, _ = boot
     ates = [r.ate(X) for r in est._inference._est._instances]
