@@ -235,10 +235,10 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
     def _expand_treatments(self, X=None, *Ts, transform=True):
         # EconML converts X to an array here: encode it first (DataFrame columns, categories)
         fitted = self._check_fitted()
+        x = None if X is None or fitted.columns.n_x == 0 else fitted.columns.block("X", X)
         fitted.encoding.check_labels(*Ts)
-        if X is None or fitted.columns.n_x == 0:
+        if x is None:
             return super()._expand_treatments(X, *Ts, transform=transform)
-        x = fitted.columns.block("X", X)
         return (EncodedX(x), *super()._expand_treatments(x, *Ts, transform=transform)[1:])
 
     def _get_inference_options(self):
@@ -342,10 +342,10 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
         the fitted units the AIPW ATE (``average_effect``).
         """
         fitted = self._check_fitted()
-        if fitted.columns.n_x == 0:
+        if fitted.columns.n_x == 0 or (X is None and fitted.debiased is None):
             if X is not None:
                 raise ValueError("the estimator was fitted with X=None; call with X=None")
-            tau = fitted.tau_fit_mean.reshape(1, -1)
+            tau = fitted.tau_fit_mean.reshape(1, -1)  # (fit_chunks: over the validation units)
         else:
             tau = fitted.cate(X)
         return tau[:, None, :] if self._d_y else tau

@@ -223,8 +223,8 @@ class TableEncoder(BaseEstimator):
       value only places those units on the axis; impute-then-learn with the mask is consistent
       for flexible learners (Josse et al. 2019) and is among the best approaches in Perez-Lebel
       et al.'s (2022) benchmark. The median is robust to the skewed columns common in tables.
-      A missing value at transform in a column that had none at fit is imputed by the median
-      (no indicator exists for it).
+      A missing value at transform in a column that had none at fit is refused (there is no
+      indicator for it; imputing silently would hide a change in the data).
     * **bool** (numpy/pandas bool, or object columns holding only True/False): one-hot encoded
       with ``drop="if_binary"``, i.e. one 0/1 column ``name_True``; with missing values,
       three columns (``name_False``, ``name_True``, ``name_nan``). Never grouped as rare.
@@ -418,6 +418,7 @@ class TableEncoder(BaseEstimator):
         start = 0
         if numeric:
             values = self._numeric_block(table, self._names, numeric, from_frame)
+            self._check_no_new_missing(values, numeric)
             block = np.asarray(self.imputer_.transform(values), dtype="float64").reshape(n, -1)
             out[:, target[:block.shape[1]]] = block
             start = block.shape[1]
@@ -432,6 +433,18 @@ class TableEncoder(BaseEstimator):
     def fit_transform(self, X, y=None) -> np.ndarray:
         """``fit(X)`` then ``transform(X)``."""
         return self.fit(X).transform(X)
+
+    def _check_no_new_missing(self, values: np.ndarray, numeric: list) -> None:
+        """ValueError naming the numeric columns with missing values that had none at fit."""
+        flagged = set() if self.imputer_.indicator_ is None else set(
+            self.imputer_.indicator_.features_)
+        bad = [self._names[j] for p, j in enumerate(numeric)
+               if p not in flagged and np.isnan(values[:, p]).any()]
+        if bad:
+            raise ValueError(
+                f"X column(s) {_shown(bad)} have missing values, but had none at fit (so there "
+                f"is no missing-value indicator for them); fill them (e.g. X.fillna(...)) or "
+                f"refit on data in which these columns have missing values too")
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "_order"):

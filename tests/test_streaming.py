@@ -102,11 +102,8 @@ def test_parquet_chunks_match_in_memory_chunks(tmp_path):
         parquet_chunks(path, y="y", t="t", batch_rows=0)
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="fit_chunks' docstring: 'ate() without X averages over [the validation "
-                          "data]'; ate() raises 'X with 5 column(s) is required' instead (the "
-                          "mean effect over the validation units is computed but not used)")
 def test_ate_without_X_averages_over_the_validation_units():
+    """As fit_chunks' docstring says (it raised 'X with 5 column(s) is required' before)."""
     X, T, Y, _ = make_confounded(n=300, seed=1)
     Xv, Tv, Yv, _ = make_confounded(n=100, seed=2)
     est = CFR(**{**PARAMS, "n_iter": 60}).fit_chunks(_chunks(X, T, Y, 100),

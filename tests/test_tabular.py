@@ -127,13 +127,14 @@ def test_new_rows_give_the_same_columns_and_rowwise_values():
     assert enc.transform(X.iloc[:0]).shape == (0, full.shape[1])
 
 
-def test_imputation_uses_training_medians_and_new_missingness_is_imputed():
+def test_imputation_uses_training_medians_and_new_missingness_is_refused():
     X = pd.DataFrame({"a": [1.0, np.nan, 3.0, 10.0], "b": [5.0, 6.0, 7.0, 8.0]})
     enc = TableEncoder().fit(X)
-    new = pd.DataFrame({"a": [np.nan, 100.0], "b": [np.nan, 0.0]})
-    out = enc.transform(new)
-    # training medians 3.0 and 6.5 (not the new rows' own), no indicator for b
-    assert np.array_equal(out, [[3.0, 1.0, 6.5], [100.0, 0.0, 0.0]])
+    out = enc.transform(pd.DataFrame({"a": [np.nan, 100.0], "b": [7.0, 0.0]}))
+    # the training median 3.0 (not the new rows' own) and the indicator
+    assert np.array_equal(out, [[3.0, 1.0, 7.0], [100.0, 0.0, 0.0]])
+    with pytest.raises(ValueError, match=r"\['b'\] have missing values, but had none at fit"):
+        enc.transform(pd.DataFrame({"a": [1.0, 2.0], "b": [np.nan, 0.0]}))
 
 
 def test_numeric_array_input():
