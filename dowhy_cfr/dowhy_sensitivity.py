@@ -241,7 +241,8 @@ def direct_simulation(call_dowhy, arguments: dict):
     treatment column under pandas >= 3 (DoWhy writes 0/1 into it), else DoWhy's simulation."""
     data = arguments.get("data")
     if isinstance(data, pd.DataFrame) and int(pd.__version__.split(".")[0]) >= 3:
-        names = arguments.get("treatment_name") or []
+        names = (arguments.get("treatment_name")
+                 or getattr(arguments.get("target_estimand"), "treatment_variable", None) or [])
         for name in [names] if isinstance(names, str) else list(names):
             if name in data and pd.api.types.is_bool_dtype(data[name]):
                 raise ValueError(

@@ -73,7 +73,7 @@ SENSITIVITY = {
         ("estimate", "kappa_t", "kappa_y", "plot_estimate", "plugin_reisz",
          *dowhy_sensitivity.DOWHY_REFIT_OPTIONS)),
     "sensitivity_simulation": (dowhy_sensitivity.direct_simulation,
-                               ("data", "estimate", "treatment_name")),
+                               ("data", "target_estimand", "estimate", "treatment_name")),
 }
 
 
