@@ -164,9 +164,9 @@ NonParametricSensitivityAnalyzer` holds -- ``theta_s``, ``sigma_2``, ``nu_2``, `
         self.S2, self.S = p.sigma2 * p.nu2, p.scale
         self.r2yu_tw, self.r2tu_w = self.effect_strength_outcome, self.effect_strength_treatment
         self.results = None
-        if self.r2yu_tw is not None:
+        if self.r2yu_tw is not None:  # DoWhy's table: the largest strengths given
             self.results = pd.DataFrame(self.perform_benchmarking(
-                r2yu_tw=self.r2yu_tw, r2tu_w=self.r2tu_w,
+                r2yu_tw=float(np.max(self.r2yu_tw)), r2tu_w=float(np.max(self.r2tu_w)),
                 significance_level=self.significance_level, is_partial_linear=False), index=[0])
         self.RV = self.calculate_robustness_value(alpha=None, is_partial_linear=False)
         self.RV_alpha = self.calculate_robustness_value(alpha=self.significance_level,
@@ -174,6 +174,21 @@ NonParametricSensitivityAnalyzer` holds -- ``theta_s``, ``sigma_2``, ``nu_2``, `
         if plot:
             self.plot()
         return self
+
+    def plot(self, *args, **kwargs):
+        """DoWhy's contour plot of the bounds (DoWhy's arguments): over the strengths given where
+        an axis has two or more, else over DoWhy's grid of [0, 0.99) (DoWhy's own plot fails on
+        a single strength)."""
+        names = ("effect_strength_treatment", "effect_strength_outcome", "r2tu_w", "r2yu_tw")
+        saved = {name: getattr(self, name) for name in names}
+        grids = [_grid(saved["effect_strength_treatment"]), _grid(saved["effect_strength_outcome"])]
+        for name, grid in zip(names, grids * 2):
+            setattr(self, name, grid)
+        try:
+            return super().plot(*args, **kwargs)
+        finally:
+            for name, value in saved.items():
+                setattr(self, name, value)
 
     def get_confidence_levels(self, r2yu_tw, r2tu_w, significance_level, is_partial_linear):
         """``(lower, upper, bias)`` at ``c_y = r2yu_tw``, ``c_t = r2tu_w`` (``rho = 1``): the
@@ -203,6 +218,13 @@ NonParametricSensitivityAnalyzer` holds -- ``theta_s``, ``sigma_2``, ``nu_2``, `
                   f"Riesz representer of the estimate: see docs/sensitivity.md.)\n")
 
 
+def _grid(strengths):
+    """The sorted strengths of a plot axis, or None (DoWhy's grid) for fewer than two."""
+    if strengths is None or np.size(strengths) < 2:
+        return None
+    return np.sort(np.ravel(np.asarray(strengths, dtype=float)))
+
+
 def _check_dowhy_refit(estimate, options: list) -> None:
     """ValueError where DoWhy's own (refitting) analysis cannot bound this CFR estimate."""
     adapter = estimate.estimator
@@ -217,7 +239,8 @@ def _check_dowhy_refit(estimate, options: list) -> None:
     raise ValueError(
         f"{', '.join(options)} ask(s) for DoWhy's own non-parametric analysis, which refits "
         f"its nuisance models and bounds the ATE of a binary 0/1 treatment (1 vs 0) only; this "
-        f"CFR estimate is for target_units={target!r}, arms {t1!r} vs {t0!r} of {cats}. Leave out {', '.join(options)}: the analysis "
+        f"CFR estimate is for target_units={target!r}, arms {t1!r} vs {t0!r} of {cats}. "
+        f"Leave out {', '.join(options)}: the analysis "
         f"then uses CFR's doubly robust stage, which bounds the ATE, ATT or ATC of any two arms")
 
 

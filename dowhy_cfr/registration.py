@@ -261,7 +261,8 @@ def register() -> dict:
     if problems:
         warnings.warn(f"this DoWhy version lacks what dowhy_cfr's integration relies on "
                       f"({'; '.join(problems)}): the bare method names, the stacked "
-                      f"refuters and the sensitivity routing are off, DoWhy runs unchanged. dowhy_cfr is tested with "
+                      f"refuters and the sensitivity routing are off, DoWhy runs unchanged. "
+                      f"dowhy_cfr is tested with "
                       f"DoWhy 0.14.", RuntimeWarning, stacklevel=2)
         return done
     _wrap_estimate_effect()

@@ -98,6 +98,16 @@ def test_strength_grids_and_the_plot(binary):
         cfr.sensitivity_interval(c_y=0.08, c_t=0.1, interval_type="theta")[0])  # the largest
     res.plot()  # DoWhy's contour plot over the given grid, with these bounds
     res.plot(plot_type="bias")
+    # DoWhy's default plot_estimate=True with one strength per axis (DoWhy's own plot fails
+    # there: TypeError), and an array with a number
+    for c_t in (0.05, [0.05, 0.1]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = model.refute_estimate(estimand, ate, method_name="add_unobserved_common_cause",
+                                        simulation_method=NP, partial_r2_confounder_treatment=c_t,
+                                        partial_r2_confounder_outcome=0.04)
+        assert res.results.iloc[0]["r2tu_w"] == np.max(c_t)
+        assert res.effect_strength_treatment == c_t  # restored after the plot
 
 
 def test_a_pair_of_arms_of_a_multivalued_treatment():

@@ -326,7 +326,8 @@ def three_arm_fit():
     return CFR(**TINY).fit(Y, T, X=X), T
 
 
-@pytest.mark.parametrize("fit, levels", [("binary_fit", [1]), ("three_arm_fit", ["drugA", "drugB"])])
+@pytest.mark.parametrize("fit, levels",
+                         [("binary_fit", [1]), ("three_arm_fit", ["drugA", "drugB"])])
 def test_estimator_matches_econml_drlearner_on_the_same_nuisances(fit, levels, request):
     """End to end: CFR's methods and EconML's DRLearner fed CFR's own mu and e give the same
     bounds (measured: equal to 4e-16) and robustness values (EconML bisects to 1e-6 in the bound;

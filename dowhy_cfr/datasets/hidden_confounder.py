@@ -8,13 +8,14 @@ A binary confounder :math:`U \sim \text{Bernoulli}(\pi)` is left out of the cova
     P(T = 1 \mid X, U) = \operatorname{expit}(0.3 + 0.5 X_0 + \gamma (U - \pi)), \qquad
     Y = (1 + X_0 / 2)\, T + X_0 + \delta U + \varepsilon, \quad \varepsilon \sim N(0, 1),
 
-with ``n_noise`` further N(0, 1) covariates that play no part. The causal ("long") ATE is 1 for every
-:math:`\gamma, \delta`; an analysis given X only estimates the "short" effect of the regression
-:math:`g(t, x) = E[Y \mid T = t, X = x]`. :meth:`HiddenConfounder.truth` computes exactly (Gauss-Hermite
-quadrature over :math:`X_0`, sums over U and T) both effects and the confounder's strengths as
-Chernozhukov et al. (2022) define them -- :math:`c_y`, :math:`c_t`, :math:`\rho`, and
-:math:`\sigma^2`, :math:`\nu^2` -- for the ATE, ATT and ATC, so that the bounds of
-:mod:`dowhy_cfr.sensitivity` can be checked against the truth. ``gamma = delta = 0``: no confounding.
+with ``n_noise`` further N(0, 1) covariates that play no part. The causal ("long") ATE is 1 for
+every :math:`\gamma, \delta`; an analysis given X only estimates the "short" effect of the
+regression :math:`g(t, x) = E[Y \mid T = t, X = x]`. :meth:`HiddenConfounder.truth` computes
+exactly (Gauss-Hermite quadrature over :math:`X_0`, sums over U and T) both effects and the
+confounder's strengths as Chernozhukov et al. (2022) define them -- :math:`c_y`, :math:`c_t`,
+:math:`\rho`, and :math:`\sigma^2`, :math:`\nu^2` -- for the ATE, ATT and ATC, so that the bounds
+of :mod:`dowhy_cfr.sensitivity` can be checked against the truth. ``gamma = delta = 0``: no
+confounding.
 """
 
 from __future__ import annotations
@@ -89,8 +90,11 @@ class HiddenConfounder:
         dict
             ``long`` (the causal effect), ``short`` (the effect given X only), ``bias`` (short -
             long), ``c_y``, ``c_t``, ``rho`` (the confounder's strengths), ``sigma2`` and ``nu2``
-            (the scales of the bound), ``bound`` (:math:`\\sqrt{c_y c_t / (1 - c_t)\\,\\sigma^2\\nu^2}`,
-            the largest bias at these strengths; ``|rho|`` times it is ``|bias|``).
+            (the scales of the bound), ``bound``
+            (:math:`\\sqrt{c_y c_t / (1 - c_t)\\,\\sigma^2\\nu^2}`, the largest bias at these
+            strengths; ``|rho|`` times it is ``|bias|``); and the terms of the bias identity:
+            ``cross`` = E[(g_s - g)(alpha_s - alpha)] (= long - short), ``da2`` = E[(alpha_s -
+            alpha)^2] and ``nu2_gain`` = E[alpha_s^2] - E[alpha^2] (equal to ``da2``).
         """
         target = str(target).lower()
         if target not in _TARGETS:
