@@ -51,7 +51,8 @@ from .refuters import RepresentationBalance
 from .stacked_refuters import (REFUTERS, check_placebo_treatment, is_cfr_estimate, refute_stacked,
                                stacking_enabled)
 
-__all__ = ["ALIASES", "SENSITIVITY", "SENSITIVITY_MODULE", "register", "register_alias", "contract_problems"]
+__all__ = ["ALIASES", "SENSITIVITY", "SENSITIVITY_MODULE", "register", "register_alias",
+           "contract_problems"]
 
 #: Alias modules: module name -> (attribute, class).
 ALIASES = {
