@@ -15,7 +15,8 @@ final-stage model (used when ``W`` was given at fit) is saved as its scikit-lear
 parameters plus the data it was fitted on, and refitted on load -- deterministic for
 scikit-learn's estimators with a fixed ``random_state``. The debiased stage (the fitted units'
 outcomes, arms, outcome predictions and propensities) is saved as arrays; a ``model_propensity``
-other than the default is saved as its scikit-learn class and parameters (it is only used at fit).
+other than the default is saved as its name(s) or scikit-learn class and parameters (it is only
+used at fit).
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ import torch
 from .core import CFRConfig, CFRNet
 from .fitted import (Columns, DebiasedStage, FinalStage, FittedCFR, FittedMembers,
                      Preprocessing, TreatmentEncoding)
+from .tabular import FeatureScaler, TableEncoder
 
-FORMAT_VERSION = 2  # 2: the fitted units' X block replaces its hash; the final stage's shift
+FORMAT_VERSION = 2  # 2: the fitted units' X block, the final stage's shift, encoders, scaler
 
 
 def _jsonable(v):
@@ -67,11 +69,46 @@ def _model_spec(model):
             "params": _jsonable(model.get_params(deep=False))}
 
 
+def _propensity_spec(spec):
+    """JSON of a ``model_propensity``: None, a name, a classifier's spec, or a list of these."""
+    if spec is None or isinstance(spec, str):
+        return spec
+    if isinstance(spec, (list, tuple)):
+        return [_propensity_spec(s) for s in spec]
+    return _model_spec(spec)
+
+
+def _propensity_from_spec(spec):
+    if spec is None or isinstance(spec, str):
+        return spec
+    if isinstance(spec, list):
+        return [_propensity_from_spec(s) for s in spec]
+    return _model_from_spec(spec)
+
+
 def _model_from_spec(spec):
     module, _, name = spec["class"].rpartition(".")
     if not module.startswith("sklearn."):
         raise ValueError(f"refusing to import {spec['class']!r}: only scikit-learn classes")
     return getattr(importlib.import_module(module), name)(**spec["params"])
+
+
+def _put(arrays: dict, prefix: str, obj):
+    """The JSON state of a fitted encoder or scaler (``to_state``), its arrays put into
+    ``arrays`` under ``prefix/``; None for None."""
+    if obj is None:
+        return None
+    state, obj_arrays = obj.to_state()
+    arrays.update({f"{prefix}/{k}": v for k, v in obj_arrays.items()})
+    return state
+
+
+def _get(state: dict, arrays: dict, prefix: str, cls):
+    """The object :func:`_put` saved under ``prefix`` (None if none was)."""
+    if state.get(prefix) is None:
+        return None
+    own = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith(prefix + "/")}
+    return cls.from_state(state[prefix], own)
 
 
 def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: dict) -> Path:
@@ -86,12 +123,13 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
     model_final = params.pop("model_final")
     model_propensity = params.pop("model_propensity", None)
     members, pre, cols = fitted.members, fitted.preprocessing, fitted.columns
+    arrays = {}
     state = {
         "format_version": FORMAT_VERSION,
         "class": class_name,
         "params": _jsonable(params),
         "model_final": None if model_final is None else _model_spec(model_final),
-        "model_propensity": None if model_propensity is None else _model_spec(model_propensity),
+        "model_propensity": _propensity_spec(model_propensity),
         "debiased": None,
         "config": _jsonable(fitted.config.to_dict()),
         "loss": pre.loss,
@@ -110,15 +148,16 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
         "n_models": members.n_models,
         "d_in": int(members.net.rep_weights[0].shape[1]),
         "final_stage": None,
+        "scaler": _put(arrays, "scaler", pre.scaler),
+        "x_encoder": _put(arrays, "x_encoder", cols.x_encoder),
+        "w_encoder": _put(arrays, "w_encoder", cols.w_encoder),
     }
-    arrays = {
-        "x_mean": pre.x_mean,
-        "x_scale": pre.x_scale,
+    arrays.update({
         "y_mean": pre.y_mean,
         "y_scale": pre.y_scale,
         "tau_fit_mean": fitted.tau_fit_mean,
         "best_iteration": members.best_iteration,
-    }
+    })
     for col in members.history.columns:
         arrays[f"history/{col}"] = members.history[col].to_numpy()
     for i, p in enumerate(members.net.parameters()):
@@ -193,11 +232,13 @@ def load(path):
     if state["model_final"] is not None:
         params["model_final"] = _model_from_spec(state["model_final"])
     if state.get("model_propensity") is not None:
-        params["model_propensity"] = _model_from_spec(state["model_propensity"])
+        params["model_propensity"] = _propensity_from_spec(state["model_propensity"])
     config = CFRConfig(**state["config"])
-    pre = Preprocessing(state["loss"], arrays["x_mean"], arrays["x_scale"], arrays["y_mean"],
+    pre = Preprocessing(state["loss"], _get(state, arrays, "scaler", FeatureScaler), arrays["y_mean"],
                         arrays["y_scale"])
-    columns = Columns(state["n_x"], state["n_w"], state["x_columns"], state["w_columns"])
+    columns = Columns(state["n_x"], state["n_w"], state["x_columns"], state["w_columns"],
+                      _get(state, arrays, "x_encoder", TableEncoder),
+                      _get(state, arrays, "w_encoder", TableEncoder))
     final = None
     if state["final_stage"] is not None:
         models = FinalStage.fit(_model_from_spec(state["final_stage"]), arrays["final/x"],

@@ -97,10 +97,13 @@ def as_1d(name: str, a) -> np.ndarray:
     if isinstance(a, pd.Series):
         if a.isna().any():
             raise ValueError(f"{name} contains missing values (NaN/NA); drop or impute them")
-        if isinstance(a.dtype, pd.CategoricalDtype):
-            arr = np.asarray(a.astype(object), dtype=object)
+        if isinstance(a.dtype, pd.CategoricalDtype):  # the categories' own type (int, str...)
+            levels = a.dtype.categories.dtype
+            arr = a.to_numpy(dtype=levels if levels.kind in "biuf" else object, copy=True)
         elif pd.api.types.is_bool_dtype(a.dtype):
             arr = a.to_numpy(dtype=bool, copy=True)
+        elif pd.api.types.is_integer_dtype(a.dtype):  # integer labels stay integers (as arrays)
+            arr = a.to_numpy(dtype="int64", copy=True)
         elif pd.api.types.is_numeric_dtype(a.dtype):
             arr = a.to_numpy(dtype="float64", copy=True)
         else:

@@ -45,10 +45,12 @@ What the adapter does
   (``num_simulations``, ``confidence_level``, ...).
 * ``confidence_intervals=True`` needs no configuration: CFR's default inference ("auto") gives
   the normal interval of the doubly robust ATE/ATT/ATC with its influence-function standard
-  error (``estimate.get_confidence_intervals()``, ``estimate.get_standard_error()``), at no extra
-  cost. With ``fit_params={"inference": "bootstrap"}`` (or a ``BootstrapInference``; every
-  bootstrap sample trains a network) it is EconML's ``ate_interval`` over the target units and
-  per-unit intervals are in ``estimate.cate_intervals``.
+  error (``estimate.get_confidence_intervals()``, ``estimate.get_standard_error()``,
+  ``estimate.test_stat_significance()``), at no extra cost -- also on demand, for an estimate
+  made without ``confidence_intervals=True`` (as DoWhy's own estimators). With
+  ``fit_params={"inference": "bootstrap"}`` (or a ``BootstrapInference``; every bootstrap sample
+  trains a network) it is EconML's ``ate_interval`` over the target units and per-unit
+  intervals are in ``estimate.cate_intervals``.
   ``confidence_intervals="bootstrap"`` uses DoWhy's own resampling bootstrap instead
   (``method_params={"num_simulations": ...}``; also one network per simulation).
 * Through EconML's ``est.dowhy`` the same holds: ``X`` and ``W`` both become CFR's ``X``, so
@@ -81,9 +83,14 @@ _TARGET_STRINGS = ("ate", "att", "atc")
 _FIT_PARAM_NAMES = ("inference",)
 _ESTIMATOR_KWARG = "dowhy_cfr_estimator"
 _NO_INTERVALS = (
-    "no intervals were computed for this CFR estimate. Estimate with confidence_intervals=True "
-    "(analytic intervals of the doubly robust ATE/ATT/ATC by default; method_params="
-    "{'fit_params': {'inference': 'bootstrap'}} for bootstrap ones), or use DoWhy's resampling "
+    "this CFR adapter has made no estimate yet: call estimate_effect first; its intervals are "
+    "then those of the estimate (analytic intervals of the doubly robust ATE/ATT/ATC by default)."
+)
+_NO_INFERENCE = (
+    "this CFR was fitted without inference (debias=None, or fit_params={'inference': None}), so "
+    "its estimate has no analytic interval, standard error or p-value. Refit with "
+    "debias='aipw' (the default) for those of the doubly robust ATE/ATT/ATC, or with "
+    "method_params={'fit_params': {'inference': 'bootstrap'}}; or use DoWhy's resampling "
     "bootstrap with method='bootstrap' (trains num_simulations networks)."
 )
 _NO_ANALYTIC = (
@@ -222,7 +229,9 @@ def _check_fit_request(estimand, fit_params: dict, model_name: str, econml_inter
     if len(estimand.treatment_variable) != 1 or len(estimand.outcome_variable) != 1:
         raise ValueError(f"CFR needs one treatment variable and one outcome; got treatments "
                          f"{estimand.treatment_variable} and outcomes "
-                         f"{estimand.outcome_variable}")
+                         f"{estimand.outcome_variable}. Estimate each treatment (and outcome) "
+                         f"in its own model, or combine the treatments into one categorical "
+                         f"treatment column (one arm per combination)")
 
 
 def _adjustment_set(estimand, data: pd.DataFrame) -> list:
@@ -248,12 +257,19 @@ class _Queries:
     for a CFR adapter: the intervals of the last estimate, and effects, intervals and inference
     for the rows of a DataFrame, comparing the arms of the last estimate."""
 
+    def _interval_source(self):
+        """What the intervals of the last estimate come from: its :class:`AverageEffect` (default
+        inference) or ``(X, T0, T1)`` of the target units (EconML inference); ValueError saying
+        why there is none."""
+        if self._interval_inputs is None:
+            raise ValueError(self._no_interval_reason or _NO_INTERVALS)
+        return self._interval_inputs
+
     def _estimate_confidence_intervals(self, confidence_level=None, method=None, **kwargs):
         """The interval of ``estimate.value``: the doubly robust estimate's normal interval
         (default inference), or EconML's bootstrap interval of the mean effect over the target
-        units: (lower, upper)."""
-        if self._interval_inputs is None:
-            raise ValueError(_NO_INTERVALS)
+        units: (lower, upper). Computed on demand (DoWhy's ``get_confidence_intervals``)."""
+        self._interval_source()
         level = self.confidence_level if confidence_level is None else confidence_level
         if isinstance(self._interval_inputs, AverageEffect):
             return tuple(float(v) for v in self._interval_inputs.interval(1 - level))
@@ -264,9 +280,7 @@ class _Queries:
     def _estimate_std_error(self, method=None, **kwargs):
         """Influence-function standard error of the doubly robust estimate (default inference),
         or the standard deviation of the bootstrap replicates' mean effect."""
-        if self._interval_inputs is None:
-            raise ValueError(_NO_INTERVALS)
-        if isinstance(self._interval_inputs, AverageEffect):
+        if isinstance(self._interval_source(), AverageEffect):
             return float(self._interval_inputs.stderr)
         X, t0, t1 = self._interval_inputs
         try:
@@ -275,6 +289,16 @@ class _Queries:
             raise TypeError(f"standard errors for CFR need bootstrap inference; got "
                             f"{type(self.estimator._inference).__name__}") from exc
         return float(np.squeeze(std))
+
+    def _test_significance(self, estimate_value, method=None, **kwargs):
+        """``{"p_value": p}`` of the z-test of a zero effect: the doubly robust estimate's
+        (default inference), or that of EconML's ``ate_inference`` over the target units."""
+        source = self._interval_source()
+        if isinstance(source, AverageEffect):
+            return {"p_value": source.pvalue()}
+        X, t0, t1 = source
+        return {"p_value": float(np.squeeze(
+            self.estimator.ate_inference(X, T0=t0, T1=t1).pvalue()))}
 
     def _current_arms(self):
         return self._arms(getattr(self, "_treatment_value", 1), getattr(self, "_control_value", 0))
@@ -373,7 +397,7 @@ num_quantiles_to_discretize_cont_cols
             confidence_level=confidence_level, need_conditional_estimates=need_conditional_estimates,
             num_quantiles_to_discretize_cont_cols=num_quantiles_to_discretize_cont_cols,
         )
-        self._interval_inputs = None
+        self._interval_inputs = self._no_interval_reason = None
         self.effect_intervals = None
 
     # ------------------------------------------------------------------ checks
@@ -406,7 +430,11 @@ num_quantiles_to_discretize_cont_cols
                                                | set(adjustment))
         if not self._covariate_names:
             raise ValueError("CFR needs covariates to learn a representation, but the estimand has "
-                             "neither backdoor variables nor effect modifiers")
+                             "neither backdoor variables nor effect modifiers. Give the model its "
+                             "confounders or effect modifiers (common_causes=..., "
+                             "effect_modifiers=...); without any, a difference in means "
+                             "(e.g. method_name='backdoor.linear_regression') estimates the "
+                             "effect")
         self.estimating_instrument_names = []
         self._estimating_instruments = None
         self.symbolic_estimator = self.construct_symbolic_estimator(estimand)
@@ -414,7 +442,7 @@ num_quantiles_to_discretize_cont_cols
         Y = data[estimand.outcome_variable[0]]
         T = data[estimand.treatment_variable[0]]
         self.estimator.fit(Y, T, X=self._covariates(data), **fit_params)
-        self._interval_inputs = None
+        self._interval_inputs = self._no_interval_reason = None
         self.effect_intervals = None
         return self
 
@@ -467,16 +495,14 @@ num_quantiles_to_discretize_cont_cols
         average = self._debiased_average(data, target_units, t1, t0)
         value = float(cate.mean()) if average is None else average.estimate
 
-        self._interval_inputs = None
+        # kept for intervals, standard errors and p-values on demand
+        self._interval_inputs, self._no_interval_reason = self._interval_inputs_of(
+            average, X, t0, t1)
         self.effect_intervals = None
         cate_intervals = None
         if self._uses_econml_intervals():
-            if isinstance(self.estimator._inference, CFRAIPWInference):
-                if average is None:
-                    raise ValueError(_NO_ANALYTIC)
-                self._interval_inputs = average
-            else:
-                self._interval_inputs = (X, t0, t1)
+            self._interval_source()  # the reason as an error where there are none
+            if not isinstance(self._interval_inputs, AverageEffect):
                 lb, ub = self.estimator.effect_interval(X, T0=t0, T1=t1,
                                                         alpha=1 - self.confidence_level)
                 cate_intervals = (np.reshape(lb, (-1, 1)), np.reshape(ub, (-1, 1)))
@@ -497,6 +523,15 @@ num_quantiles_to_discretize_cont_cols
         # shallow snapshot (sharing the fitted CFR) with its own target units and values.
         estimate.add_estimator(copy.copy(self))
         return estimate
+
+    def _interval_inputs_of(self, average, X, t0, t1):
+        """``(source, None)`` of the estimate's intervals, or ``(None, why there are none)``."""
+        inference = self.estimator._inference
+        if isinstance(inference, CFRAIPWInference):
+            return (average, None) if average is not None else (None, _NO_ANALYTIC)
+        if inference is None:
+            return None, _NO_INFERENCE
+        return (X, t0, t1), None
 
     def _debiased_average(self, data, target_units, t1, t0):
         """The doubly robust average (:meth:`CFR.average_effect`) for the target strings "ate",

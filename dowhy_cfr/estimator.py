@@ -17,6 +17,7 @@ from sklearn.base import BaseEstimator, clone
 from . import _io, fitting
 from . import _validation as V
 from .core import CFRConfig
+from .fitted import EncodedX
 from .inference import AverageEffectsMixin, CFRAIPWInference, CFRBootstrapInference
 from .sensitivity import SensitivityMixin
 
@@ -41,8 +42,7 @@ def _fitted(path: str, doc: str) -> property:
     return property(get, doc=doc)
 
 
-class CFR(AverageEffectsMixin, SensitivityMixin, TreatmentExpansionMixin, LinearCateEstimator,
-          BaseEstimator):
+class CFR(AverageEffectsMixin, SensitivityMixin, TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
     """Counterfactual Regression (Shalit, Johansson & Sontag, ICML 2017) as an EconML estimator.
 
     A shared representation ``Phi`` of the covariates feeds one outcome head per treatment arm
@@ -98,6 +98,10 @@ class CFR(AverageEffectsMixin, SensitivityMixin, TreatmentExpansionMixin, Linear
     rbf_sigma, wass_lambda, wass_iterations, wass_backprop : float, float, int, bool
         Bandwidth of ``mmd2_rbf`` (kernel ``exp(-||a-b||^2 / sigma^2)``); Sinkhorn's entropic
         scale (relative to the mean cost), iterations, and backpropagation through the plan.
+    scaling : {"standard", "robust", "quantile"}
+        How the (encoded) covariates are scaled before the network
+        (:class:`dowhy_cfr.tabular.FeatureScaler`): mean and standard deviation, RealMLP's robust
+        scaling with smooth clipping, or quantiles to normal margins.
     loss : {"auto", "mse", "logloss"}, default "auto"
         Squared loss, or log-loss with a sigmoid output for 0/1 outcomes; "auto" uses log-loss
         when every outcome is 0 or 1. For binary outcomes effects are differences of
@@ -114,10 +118,11 @@ class CFR(AverageEffectsMixin, SensitivityMixin, TreatmentExpansionMixin, Linear
         plug-in (also ``average_effect(..., debiased=False)``), no analytic intervals.
     cross_fit : bool, default False
         The ``n_ensemble`` members are cross-fitting folds (AIPW on out-of-fold predictions).
-    model_propensity, min_propensity, cv : classifier or None, float, int
-        Propensity model (None: the better by out-of-fold log-loss of a logistic regression and
-        depth-3 boosting, :func:`dowhy_cfr.debiased.default_propensity_models`), cross-fitted
-        over ``cv`` stratified folds, clipped below at ``min_propensity`` (default 0.05; cv 5).
+    model_propensity, min_propensity, cv : None, str, classifier or list; float; int
+        Propensity model (None/"auto": the better by out-of-fold log-loss of a logistic regression
+        and depth-3 boosting; EconML's names "linear", "forest", ... or a list to select from:
+        :func:`dowhy_cfr.nuisance.propensity_candidates`), cross-fitted over ``cv`` stratified
+        folds, clipped below at ``min_propensity`` (default 0.05; cv 5).
     categories : "auto" or list, default "auto"
         Treatment categories; the first is the control arm.
     random_state : int, RandomState or None, default None
@@ -176,7 +181,8 @@ class CFR(AverageEffectsMixin, SensitivityMixin, TreatmentExpansionMixin, Linear
         relative_patience=_D.relative_patience,
         reweight_sample=_D.reweight_sample, rbf_sigma=_D.rbf_sigma, wass_lambda=_D.wass_lambda,
         wass_iterations=_D.wass_iterations, wass_backprop=_D.wass_backprop,
-        loss="auto", model_final=None, n_ensemble=1, debias="aipw", cross_fit=False,
+        scaling=_D.scaling, loss="auto", model_final=None, n_ensemble=1, debias="aipw",
+        cross_fit=False,
         model_propensity=None, min_propensity=0.05, cv=5, categories="auto", random_state=None,
         device="cpu", verbose=1,
     ):
@@ -228,12 +234,13 @@ class CFR(AverageEffectsMixin, SensitivityMixin, TreatmentExpansionMixin, Linear
         return []
 
     def _expand_treatments(self, X=None, *Ts, transform=True):
-        # EconML converts X to an array here; check DataFrame column names before they are lost
+        # EconML converts X to an array here: encode it first (DataFrame columns, categories)
         fitted = self._check_fitted()
-        if X is not None and fitted.columns.n_x > 0:
-            fitted.columns.block("X", X)
         fitted.encoding.check_labels(*Ts)
-        return super()._expand_treatments(X, *Ts, transform=transform)
+        if X is None or fitted.columns.n_x == 0:
+            return super()._expand_treatments(X, *Ts, transform=transform)
+        x = fitted.columns.block("X", X)
+        return (EncodedX(x), *super()._expand_treatments(x, *Ts, transform=transform)[1:])
 
     def _get_inference_options(self):
         # "bootstrap": replicas in one stacked pass; "auto": "aipw" unless debias=None

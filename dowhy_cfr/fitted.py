@@ -33,12 +33,13 @@ from sklearn.base import clone
 
 from . import _validation as V
 from .core import CFRConfig, CFRNet, TrainResult, predict
+from .tabular import FeatureScaler, TableEncoder
 from .core.training import derive_seeds
 from .debiased import AverageEffect, average_effect, plugin_effect
 
 __all__ = ["TreatmentEncoding", "Columns", "Preprocessing", "FittedMembers", "FinalStage",
            "DebiasedStage", "FittedCFR", "encode_treatment", "standardize", "history_frame",
-           "plain", "member_outputs", "effects_of", "MAX_ARMS"]
+           "plain", "member_outputs", "effects_of", "EncodedX", "MAX_ARMS"]
 
 #: More distinct treatment values than this are taken for a continuous treatment (an error).
 MAX_ARMS = 20
@@ -147,93 +148,175 @@ def encode_treatment(t_raw: np.ndarray, categories="auto") -> tuple[TreatmentEnc
 # ----------------------------------------------------------------------------- covariates
 @dataclass
 class Columns:
-    """The covariate blocks seen at fit: ``n_x`` columns of X and ``n_w`` of W, and their names
-    when they were DataFrames."""
+    """The covariate blocks seen at fit: ``n_x`` encoded columns of X and ``n_w`` of W, the
+    input column names when they were DataFrames, and each block's
+    :class:`~dowhy_cfr.tabular.TableEncoder` (categorical, string and bool columns one-hot
+    encoded, missing values imputed with indicators; None: numbers taken as they are)."""
 
     n_x: int
     n_w: int
     x_names: list | None = None
     w_names: list | None = None
+    x_encoder: TableEncoder | None = None
+    w_encoder: TableEncoder | None = None
+
+    @classmethod
+    def fit(cls, X, W) -> tuple["Columns", np.ndarray | None, np.ndarray | None]:
+        """The blocks of a fit's ``X`` and ``W`` (either may be None) and their encoded
+        matrices."""
+        encoders, blocks = [], []
+        for name, A in (("X", X), ("W", W)):
+            if A is None:
+                encoders.append(None)
+                blocks.append(None)
+                continue
+            enc = TableEncoder().fit(_as_table(name, A))
+            encoders.append(enc)
+            blocks.append(enc.transform(_as_table(name, A)))
+        widths = [0 if b is None else b.shape[1] for b in blocks]
+        return (cls(widths[0], widths[1], V.column_names(X), V.column_names(W), *encoders),
+                *blocks)
 
     @property
     def n_features(self) -> int:
-        return self.n_x + self.n_w
+        """The number of input columns of X and W (before encoding)."""
+        return sum(n if enc is None else enc.n_features_in_ for n, enc in
+                   ((self.n_x, self.x_encoder), (self.n_w, self.w_encoder)))
 
     def block(self, name: str, A, n_rows: int | None = None):
-        """``A`` as a float array, checked against the block ``name`` ("X" or "W") of the fit."""
-        n_expected = self.n_x if name == "X" else self.n_w
+        """``A`` encoded as at fit (a float array), checked against the block ``name`` ("X" or
+        "W") of the fit."""
+        encoder = self.x_encoder if name == "X" else self.w_encoder
+        n_encoded = self.n_x if name == "X" else self.n_w
         names_expected = self.x_names if name == "X" else self.w_names
-        if n_expected == 0:
+        if n_encoded == 0:
             if A is not None:
                 raise ValueError(f"{name} was not used at fit; pass {name}=None")
             return None
+        n_expected = n_encoded if encoder is None else encoder.n_features_in_
         if A is None:
             raise ValueError(f"{name} with {n_expected} column(s) is required (it was used at fit)")
-        arr = V.as_2d_float(name, A)
-        if arr.shape[1] != n_expected:
-            raise ValueError(f"{name} has {arr.shape[1]} columns but the estimator was fitted "
+        table = _as_table(name, A)
+        if table.shape[1] != n_expected:
+            raise ValueError(f"{name} has {table.shape[1]} columns but the estimator was fitted "
                              f"with {n_expected}")
         got = V.column_names(A)
         if names_expected is not None and got is not None and got != names_expected:
             raise ValueError(f"{name}'s columns {got} differ from those seen at fit "
                              f"{names_expected} (names and order must match)")
+        arr = V.as_2d_float(name, table) if encoder is None else encoder.transform(table)
         if n_rows is not None and arr.shape[0] != n_rows:
             raise ValueError(f"{name} has {arr.shape[0]} rows, X has {n_rows}; they must match")
         return arr
 
     def stack(self, X, W) -> np.ndarray:
-        """The raw network input ``[X | W]`` of new units, checked against the fit."""
+        """The encoded network input ``[X | W]`` of new units, checked against the fit."""
         x = self.block("X", X)
         w = self.block("W", W, None if x is None else x.shape[0])
         return np.hstack([a for a in (x, w) if a is not None])
 
 
+class EncodedX:
+    """The X block of new units already encoded (:meth:`Columns.block`), as the estimator hands
+    it from EconML's treatment expansion to ``const_marginal_effect``."""
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+        self.shape = array.shape
+
+
+def _as_table(name: str, A):
+    """``A`` as a DataFrame (a Series becomes one column; the caller's object, never written
+    to) or a 2-D array (lists and 1-D arrays become columns)."""
+    if isinstance(A, pd.Series):
+        return A.to_frame()
+    if isinstance(A, pd.DataFrame):
+        if A.shape[0] == 0:
+            raise ValueError(f"{name} is empty (0 rows); fit needs data")
+        return A
+    try:
+        arr = np.asarray(A)
+    except Exception as exc:  # pragma: no cover - exotic inputs
+        raise TypeError(f"{name} could not be converted to an array: {exc}") from exc
+    arr = arr.reshape(-1, 1) if arr.ndim == 1 else arr
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} is empty (0 rows); fit needs data")
+    return arr
+
+
 # ----------------------------------------------------------------------------- preprocessing
 @dataclass
 class Preprocessing:
-    """Standardisation of the covariates and of each member's outcome, and the way back.
+    """Scaling of the covariates and standardisation of each member's outcome, and the way back.
 
-    The networks see ``(x - x_mean) / x_scale`` and are trained on ``(y - y_mean[k]) /
-    y_scale[k]`` (squared loss) or on the 0/1 outcome itself (log-loss: ``y_mean = 0``,
-    ``y_scale = 1`` and outputs are logits).
+    The networks see ``scaler.transform(xw)`` (:class:`~dowhy_cfr.tabular.FeatureScaler`:
+    ``"standard"``, ``"robust"`` or ``"quantile"``; one per member when members train on their
+    own covariates) and are trained on ``(y - y_mean[k]) / y_scale[k]`` (squared loss) or on the
+    0/1 outcome itself (log-loss: ``y_mean = 0``, ``y_scale = 1`` and outputs are logits).
     """
 
     loss: str
-    x_mean: np.ndarray
-    x_scale: np.ndarray
+    scaler: FeatureScaler | list
     y_mean: np.ndarray  # (K,)
     y_scale: np.ndarray  # (K,)
 
+    @property
+    def x_mean(self) -> np.ndarray:
+        """The covariates' centres (the means under ``"standard"`` scaling)."""
+        return self.scaler.center_
+
+    @property
+    def x_scale(self) -> np.ndarray:
+        """The covariates' scales (the standard deviations under ``"standard"`` scaling)."""
+        return self.scaler.scale_
+
     @classmethod
     def from_moments(cls, loss, x_mean, x_std, y_mean, y_std) -> "Preprocessing":
-        """From covariate means/standard deviations and per-member outcome ones (arrays (K,))."""
+        """Standard scaling from covariate means/standard deviations and per-member outcome ones
+        (arrays (K,)), e.g. statistics computed over chunks or workers."""
         y_mean = np.atleast_1d(np.asarray(y_mean, dtype=float))
         if loss != "mse":
             y_mean, y_std = np.zeros_like(y_mean), np.ones_like(y_mean)
-        return cls(loss, np.asarray(x_mean, dtype=float), _nonzero(x_std), y_mean,
-                   _nonzero(np.atleast_1d(y_std)))
+        scaler = FeatureScaler.standard_from_moments(np.asarray(x_mean, dtype=float),
+                                                     np.asarray(x_std, dtype=float))
+        return cls(loss, scaler, y_mean, _nonzero(np.atleast_1d(y_std)))
 
     @classmethod
-    def fit(cls, loss: str, xw: np.ndarray, y: np.ndarray, rows: np.ndarray) -> "Preprocessing":
-        """Covariate statistics over all rows of ``xw``; member k's outcome statistics over its
-        units ``rows[k]`` of ``y[k]`` (shapes (K, n) and (K, m)).
+    def fit(cls, loss: str, xw: np.ndarray, y: np.ndarray, rows: np.ndarray,
+            scaling: str = "standard") -> "Preprocessing":
+        """The covariate scaler fitted on all rows of ``xw``; member k's outcome statistics over
+        its units ``rows[k]`` of ``y[k]`` (shapes (K, n) and (K, m)).
 
-        ``xw`` of shape (K, n, d) gives member k its own covariates ``xw[k]`` and statistics
-        (``x_mean``/``x_scale`` of shape (K, d)), as k's own fit would standardise them."""
+        ``xw`` of shape (K, n, d) gives member k its own covariates ``xw[k]`` and scaler, as
+        k's own fit would scale them."""
         y_used = np.take_along_axis(y, rows, axis=1)
         with np.errstate(over="ignore", invalid="ignore"):
-            moments = xw.mean(-2), xw.std(-2), y_used.mean(1), y_used.std(1)
-        for name, m in zip(("X/W", "X/W", "Y", "Y"), moments):
-            if not np.all(np.isfinite(m)):
-                raise ValueError(f"{name} values are too large to standardise (their mean or "
-                                 f"standard deviation overflows float64); rescale {name}, e.g. "
-                                 f"to other units")
-        return cls.from_moments(loss, *moments)
+            moments = y_used.mean(1), y_used.std(1)
+        if not all(np.all(np.isfinite(m)) for m in moments):
+            raise ValueError("Y values are too large to standardise (their mean or standard "
+                             "deviation overflows float64); rescale Y, e.g. to other units")
+        try:
+            scaler = ([FeatureScaler(scaling).fit(x) for x in xw] if xw.ndim == 3
+                      else FeatureScaler(scaling).fit(xw))
+        except ValueError as exc:
+            if "too large" not in str(exc):
+                raise
+            raise ValueError("X/W values are too large to standardise (their mean or standard "
+                             "deviation overflows float64); rescale X/W, e.g. to other "
+                             "units") from None
+        y_mean, y_std = moments
+        if loss != "mse":
+            y_mean, y_std = np.zeros_like(y_mean), np.ones_like(y_mean)
+        return cls(loss, scaler, y_mean, _nonzero(y_std))
 
     def x(self, xw: np.ndarray) -> np.ndarray:
-        if self.x_mean.ndim == 2:  # per-member covariates (K, n, d) of a stacked training
-            return (xw - self.x_mean[:, None]) / self.x_scale[:, None]
-        return (xw - self.x_mean) / self.x_scale
+        """The network input of covariates ``xw``: (n, d), or (K, n, d) for per-member
+        covariates (each with its member's scaler)."""
+        if isinstance(self.scaler, list):
+            return np.stack([sc.transform(x) for sc, x in zip(self.scaler, xw)])
+        return self.scaler.transform(xw)
 
     def x_tensor(self, xw: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(self.x(xw), dtype=torch.float32)
@@ -249,16 +332,15 @@ class Preprocessing:
         return raw * self.y_scale[:, None, None] + self.y_mean[:, None, None]
 
     def select(self, members: list) -> "Preprocessing":
-        """The given members; with per-member covariate statistics they must share them."""
-        x_mean, x_scale = self.x_mean, self.x_scale
-        if x_mean.ndim == 2:
-            first = members[0]
-            if not all(np.array_equal(x_mean[j], x_mean[first])
-                       and np.array_equal(x_scale[j], x_scale[first]) for j in members):
+        """The given members; with per-member scalers they must share one."""
+        scaler = self.scaler
+        if isinstance(scaler, list):
+            first = scaler[members[0]]
+            if not all(np.array_equal(scaler[j].center_, first.center_)
+                       and np.array_equal(scaler[j].scale_, first.scale_) for j in members):
                 raise ValueError("members trained on different covariates cannot form one fit")
-            x_mean, x_scale = x_mean[first].copy(), x_scale[first].copy()
-        return dataclasses.replace(self, x_mean=x_mean, x_scale=x_scale,
-                                   y_mean=self.y_mean[members].copy(),
+            scaler = first
+        return dataclasses.replace(self, scaler=scaler, y_mean=self.y_mean[members].copy(),
                                    y_scale=self.y_scale[members].copy())
 
 
@@ -434,9 +516,10 @@ class FittedCFR:
     def cate(self, X) -> np.ndarray:
         """The reported ``CATE(x)`` of the X block: the heads' effects, or ``model_final``'s when
         W was given, plus the debiasing shift; (m, n_arms - 1)."""
+        x = X.array if isinstance(X, EncodedX) else self.columns.block("X", X)
         if self.final is not None:
-            return self.final.predict(self.columns.block("X", X))
-        return self.unit_effects(self.features(X))
+            return self.final.predict(x)
+        return self.unit_effects(self.preprocessing.x(x))
 
     def representation(self, xw_std: np.ndarray, member: int, *, at_init: bool = False):
         """``Phi`` of one member (m, rep_dim): trained, or the same network before training."""

@@ -43,7 +43,7 @@ from .fitted import (Columns, DebiasedStage, FinalStage, FittedCFR, FittedMember
                      TreatmentEncoding, effects_of, encode_treatment, member_outputs, plain)
 from .metrics import SELECTION_CRITERIA, Nuisances, selection_scores
 from .nuisance import (Propensity, aipw_scores, cross_fit_outcomes, cross_fit_propensity,
-                       member_rows, sklearn_seed)
+                       member_rows, propensity_candidates, sklearn_seed)
 
 __all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "FitSettings", "FitData", "Trained",
            "alpha_grid", "resolve_device", "show_progress", "resolve_loss", "prepare",
@@ -188,9 +188,7 @@ def _check_second_stages(est) -> None:
         raise TypeError(f"model_final must be a scikit-learn regressor with fit and predict "
                         f"(e.g. sklearn.linear_model.LassoCV()) or None; got "
                         f"{est.model_final!r}")
-    if est.model_propensity is not None and not hasattr(est.model_propensity, "predict_proba"):
-        raise TypeError(f"model_propensity must be a classifier with predict_proba; got "
-                        f"{type(est.model_propensity).__name__}")
+    propensity_candidates(est.model_propensity)  # a clear error for an invalid one
 
 
 # ============================================================================== preprocess
@@ -217,22 +215,23 @@ def prepare(settings: FitSettings, Y, T, X, W=None, groups=None) -> FitData:
     if X is None and W is None:
         raise ValueError("X is required (W alone is allowed only together with X=None "
                          "when you want an average effect); pass the covariates as X")
-    y = V.as_1d("Y", Y)
-    if isinstance(Y, (pd.DataFrame, np.ndarray)) and np.ndim(Y) == 2 and np.shape(Y)[1] > 1:
+    if np.ndim(Y) == 2 and np.shape(Y)[1] > 1:
         raise ValueError(f"Y must be a single outcome; got {np.shape(Y)[1]} columns. Fit one "
                          f"estimator per outcome.")
+    if np.ndim(T) == 2 and np.shape(T)[1] > 1:
+        raise ValueError(f"T must be a single column; got {np.shape(T)[1]} treatment columns. "
+                         f"CFR has one outcome head per level of one treatment: combine several "
+                         f"treatments into one categorical treatment (one level per combination)")
+    y = V.as_1d("Y", Y)
     try:
         y = y.astype("float64")
     except (TypeError, ValueError) as exc:
         raise TypeError("Y must be numeric; encode a categorical outcome as 0/1") from exc
     V.check_finite("Y", y)
     t_raw = V.as_1d("T", T)
-    x = V.as_2d_float("X", X, allow_none=True)
-    w = V.as_2d_float("W", W, allow_none=True)
+    columns, x, w = Columns.fit(X, W)
     g = None if groups is None else V.as_1d("groups", groups)
     V.check_same_length(Y=y, T=t_raw, X=x, W=w, groups=g)
-    columns = Columns(0 if x is None else x.shape[1], 0 if w is None else w.shape[1],
-                      V.column_names(X), V.column_names(W))
     encoding, arms = encode_treatment(t_raw, settings.categories)
     xw = np.hstack([a for a in (x, w) if a is not None])
     codes = None if g is None else pd.factorize(pd.Series(g, dtype=object))[0]
@@ -300,7 +299,7 @@ def train_members(settings: FitSettings, plans: list, *, datasets: list | None =
     loss = resolve_loss(settings.loss, y)
     config = settings.config(loss, plans[0].params.get("alpha"))
     rows, train_rows, val_rows = _member_rows(plans, per, config)
-    pre = Preprocessing.fit(loss, xw, y, rows)
+    pre = Preprocessing.fit(loss, xw, y, rows, config.scaling)
     _clamp_batch_size(config, train_rows.shape[1])
     x = pre.x_tensor(xw)
     result = train_cfr(

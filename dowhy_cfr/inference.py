@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from econml.inference import BootstrapInference, PopulationSummaryResults
+from econml.inference import (BootstrapInference, EmpiricalInferenceResults,
+                              NormalInferenceResults, PopulationSummaryResults)
 from econml.inference._inference import Inference
 from econml.inference._bootstrap import BootstrapEstimator
-from econml.utilities import filter_none_kwargs
+from econml.utilities import Summary, filter_none_kwargs
+from scipy.stats import norm
 from sklearn.base import clone
 
 from . import _validation as V
 from . import fitting
-from .debiased import AverageEffect, aipw_terms, best_linear_projection
+from .debiased import TARGETS, AverageEffect, aipw_terms, best_linear_projection
 from .nuisance import Propensity
 
 __all__ = ["CFRBootstrapInference", "CFRAIPWInference", "AverageEffectsMixin"]
@@ -41,6 +43,75 @@ _POINTWISE = ("{name} is not available with inference='aipw' (the default): it g
 _OTHER_UNITS = ("inference='aipw' (the default) gives the interval of the average effect over the "
                 "fitted units only: call ate_interval() with X=None or with the X passed to fit. "
                 "For other units fit with inference='bootstrap'.")
+
+
+def _replicas(inference) -> list | None:
+    """The fitted bootstrap replicas (CFRs) of a bootstrap inference, else None."""
+    if isinstance(inference, BootstrapInference) and "_est" in vars(inference):
+        return list(inference._est._instances)
+    return None
+
+
+def _arm_summary(est, X, estimates, stderrs) -> PopulationSummaryResults:
+    """EconML's population summary of each treated arm's average effect (``const_marginal_ate``,
+    shape ``d_y + d_t`` as EconML's discrete-treatment estimators): the arms' averages over the
+    fitted units (X None) or the pointwise effects at X, with the given standard errors of the
+    mean."""
+    shape = tuple(est._d_y) + tuple(est._d_t)
+    pred = (np.reshape(estimates, (1,) + shape) if X is None
+            else np.asarray(est.const_marginal_effect(X), dtype=float))
+    # pred_stderr: zeros so that summary() prints the mean's rows; there are no pointwise ones
+    return PopulationSummaryResults(pred=pred, pred_stderr=np.zeros_like(pred),
+                                    mean_pred_stderr=np.reshape(stderrs, shape),
+                                    d_t=shape[-1], d_y=est._d_y[0] if est._d_y else 1)
+
+
+def _per_row(value, pred):
+    """An offset or factor of EconML's ``translate``/``scale`` shaped to broadcast against
+    ``pred`` (m, ...): a pandas Series, or a 1-D array numpy would not broadcast, with one entry
+    per row is aligned with the rows (EconML's rule aligns it with the last axis, which for a
+    discrete treatment holds the treated arms)."""
+    arr = np.asarray(value)
+    shape = np.shape(pred)
+    if (arr.ndim == 1 and len(shape) > 1 and len(arr) == shape[0]
+            and (isinstance(value, pd.Series) or len(arr) != shape[-1])):
+        return arr.reshape((-1,) + (1,) * (len(shape) - 1))
+    return arr
+
+
+class _RowEmpiricalResults(EmpiricalInferenceResults):
+    """Bootstrap results whose ``translate``/``scale`` take one value per row (:func:`_per_row`)."""
+
+    def translate(self, other):
+        super().translate(_per_row(other, self.pred))
+
+    def scale(self, factor):
+        super().scale(_per_row(factor, self.pred))
+
+
+class _RowNormalResults(NormalInferenceResults):
+    """Normal bootstrap results whose ``translate``/``scale`` take one value per row."""
+
+    def translate(self, offset):
+        super().translate(_per_row(offset, self.pred))
+
+    def scale(self, factor):
+        super().scale(_per_row(factor, self.pred))
+
+
+def _portable(res):
+    """EconML's bootstrap inference results as the classes above, without the local function
+    EconML's ``BootstrapEstimator`` attaches as ``fname_transformer`` (the identity for effects),
+    so that they can be pickled."""
+    names = dict(feature_names=res.feature_names, output_names=res.output_names,
+                 treatment_names=res.treatment_names)
+    if isinstance(res, EmpiricalInferenceResults):
+        return _RowEmpiricalResults(res.d_t, res.d_y, res.pred, res.pred_dist, res.inf_type,
+                                    None, **names)
+    if isinstance(res, NormalInferenceResults):
+        return _RowNormalResults(res.d_t, res.d_y, res.pred, res.pred_stderr,
+                                 res.mean_pred_stderr, res.inf_type, None, **names)
+    return res
 
 
 def _one_label(T, name):
@@ -152,6 +223,80 @@ class AverageEffectsMixin:
         value = self.average_effect("ate", T0=T0, T1=T1, debiased=stage.e is not None).estimate
         return np.full(self._d_y, value) if self._d_y else np.float64(value)
 
+    def marginal_ate(self, T, X=None):
+        """The mean of ``marginal_effect(T, X)`` over the rows of X; ``X=None``: each arm's
+        average effect vs control over the fitted units (:meth:`const_marginal_ate`)."""
+        if X is None:
+            return self.const_marginal_ate(None)
+        return super().marginal_ate(T, X)
+
+    def summary(self, alpha=0.05, *, value=0, decimals=3, treatment_names=None,
+                output_names=None) -> Summary:
+        """The average effects over the fitted units with their intervals, as an EconML summary.
+
+        One row per average (ATE, ATT, ATC; ``"ATE|T_b"`` etc. with several treated arms) of each
+        treated arm vs the control arm: ``point_estimate``, ``stderr``, ``zstat`` and ``pvalue``
+        of the z-test of ``effect == value``, and the normal ``1 - alpha`` interval ``ci_lower``,
+        ``ci_upper`` (the columns of EconML's ``summary_frame``). EconML's linear estimators
+        summarise their final-stage coefficients; CFR has no linear final stage, so its summary
+        is of the average effects, whose intervals are valid (pointwise ones need the
+        bootstrap).
+
+        The estimates are those of :meth:`average_effect` (doubly robust with ``debias="aipw"``,
+        the plug-in with ``debias=None``); the standard errors those of the fitted inference:
+        the influence function's (``inference="auto"``/"aipw") or the standard deviation of the
+        bootstrap replicas' averages (``inference="bootstrap"``, each replica averaging over its
+        own resample).
+
+        Returns
+        -------
+        econml.utilities.Summary
+            ``print(est.summary())``; ``summary.tables[0].data`` holds the header and the rows.
+        """
+        if not 0 < float(alpha) < 1:
+            raise ValueError(f"alpha={alpha!r} must be in (0, 1), e.g. 0.05")
+        rows, labels, source = self._average_rows(treatment_names)
+        estimate, stderr = np.array(rows).T
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = (estimate - value) / stderr
+        half = norm.ppf(1 - alpha / 2) * stderr
+        table = np.column_stack([estimate, stderr, z, 2 * norm.sf(np.abs(z)), estimate - half,
+                                 estimate + half]).round(decimals)
+        output = self.cate_output_names(output_names)[0]
+        smry = Summary()
+        smry.add_table(table, ["point_estimate", "stderr", "zstat", "pvalue", "ci_lower",
+                               "ci_upper"], labels,
+                       f"Average effects on {output} over the {len(self.fitted_.debiased.y)} "
+                       f"fitted units")
+        smry.add_extra_txt([f"ATE: all fitted units; ATT/ATC: the units at the treated/control "
+                            f"arm. Standard errors: {source}; normal {1 - alpha:.0%} intervals."])
+        return smry
+
+    def _average_rows(self, treatment_names=None):
+        """``(estimate, stderr)`` per treated arm and target, their row labels and where the
+        standard errors come from; ValueError without an inference for the averages."""
+        stage = self._check_fitted().debiased
+        replicas = _replicas(getattr(self, "_inference", None))
+        debiased = stage is not None and stage.e is not None
+        if stage is None or (replicas is None and not debiased):
+            raise ValueError("summary() needs standard errors of the average effects over the "
+                             "fitted units: fit with fit(Y, T, X=...) and debias='aipw' (the "
+                             "default) or inference='bootstrap'")
+        cats = self.fitted_.encoding.categories
+        names = self.cate_treatment_names(treatment_names)
+        rows, labels = [], []
+        for arm, name in zip(cats[1:], names):
+            for target in TARGETS:
+                res = self.average_effect(target, T0=cats[0], T1=arm, debiased=debiased)
+                stderr = res.stderr if replicas is None else float(np.std(
+                    [r.average_effect(target, T0=cats[0], T1=arm, debiased=debiased).estimate
+                     for r in replicas]))
+                rows.append((res.estimate, stderr))
+                labels.append(target.upper() if len(cats) == 2 else f"{target.upper()}|{name}")
+        source = ("the influence function of the AIPW estimates" if replicas is None else
+                  f"standard deviation over {len(replicas)} bootstrap replicas")
+        return rows, labels, source
+
     def const_marginal_ate(self, X=None):
         """The mean of ``const_marginal_effect(X)`` over the rows of X; ``X=None``: each arm's
         average effect vs control over the fitted units (as :meth:`ate`)."""
@@ -220,14 +365,7 @@ class CFRAIPWInference(Inference):
         self._check_units(X)
         cats = self._est.fitted_.encoding.categories
         res = [self._est.average_effect("ate", T0=cats[0], T1=c) for c in cats[1:]]
-        pred = np.array([[r.estimate for r in res]]) if X is None else np.asarray(
-            self._est.const_marginal_effect(X), dtype=float)
-        stderr = np.array([r.stderr for r in res])
-        single = len(res) == 1 and not self._est._d_t_in
-        pred = pred.reshape(len(pred), -1)[:, 0] if single else pred
-        return PopulationSummaryResults(
-            pred=pred, pred_stderr=np.zeros_like(pred),
-            mean_pred_stderr=stderr[0] if single else stderr, d_t=self.d_t, d_y=self.d_y)
+        return _arm_summary(self._est, X, [r.estimate for r in res], [r.stderr for r in res])
 
     def const_marginal_ate_interval(self, X=None, *, alpha=0.05):
         return self.const_marginal_ate_inference(X).conf_int_mean(alpha=alpha)
@@ -383,3 +521,30 @@ class CFRBootstrapInference(BootstrapInference):
         """The ``bootstrap_type`` interval of each arm's average effect, from the replicas."""
         return self._est.const_marginal_ate_interval(X, lower=100 * alpha / 2,
                                                      upper=100 * (1 - alpha / 2))
+
+    def const_marginal_ate_inference(self, X=None):
+        """EconML's population summary of each arm's average effect, with the standard deviation
+        of the replicas' ``const_marginal_ate(X)`` as its standard error (X=None: each replica
+        averages over its own resample of the fitted units)."""
+        wrapped = self._est._wrapped
+        return _arm_summary(wrapped, X, wrapped.const_marginal_ate(None) if X is None else None,
+                            self._est.const_marginal_ate_std(X))
+
+    def marginal_ate_inference(self, T, X=None):
+        """As :meth:`const_marginal_ate_inference` (a discrete treatment's marginal effect is
+        each arm's effect vs control)."""
+        return self.const_marginal_ate_inference(X)
+
+    def marginal_ate_interval(self, T, X=None, *, alpha=0.05):
+        return self.const_marginal_ate_interval(X, alpha=alpha)
+
+    # Pointwise results: EconML's, as picklable classes whose translate/scale take one value per
+    # row (a pandas Series over the rows of X).
+    def effect_inference(self, *args, **kwargs):
+        return _portable(self._est.effect_inference(*args, **kwargs))
+
+    def const_marginal_effect_inference(self, *args, **kwargs):
+        return _portable(self._est.const_marginal_effect_inference(*args, **kwargs))
+
+    def marginal_effect_inference(self, *args, **kwargs):
+        return _portable(self._est.marginal_effect_inference(*args, **kwargs))

@@ -10,7 +10,8 @@ robust stage are estimated out of fold:
   out fold j);
 * :func:`cross_fit_propensity` -- :math:`\hat e_a(x_i) = \hat P(T = a \mid x_i)` from a classifier
   that did not see unit i, clipped below at ``min_propensity``; by default the better (by
-  out-of-fold log-loss) of a logistic regression and depth-3 boosting;
+  out-of-fold log-loss) of a logistic regression and depth-3 boosting, or the best of the
+  candidates of :func:`propensity_candidates` (EconML's model names, lists of models);
 * :func:`cross_fit_outcomes` -- out-of-fold arm-wise outcome regressions
   :math:`\hat\mu_a(x_i)` (gradient boosting), the outcome nuisance of the selection criteria;
 * :func:`aipw_scores` -- the AIPW (doubly robust) score of each unit and arm,
@@ -42,17 +43,19 @@ from typing import NamedTuple
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+from sklearn.ensemble import (HistGradientBoostingClassifier, HistGradientBoostingRegressor,
+                              RandomForestClassifier)
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
+from sklearn.neural_network import MLPClassifier
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
+from sklearn.preprocessing import PolynomialFeatures, StandardScaler
 from threadpoolctl import threadpool_limits
 
 __all__ = ["ONE_THREAD_UNITS", "Propensity", "sklearn_seed", "folds", "member_rows",
            "logistic_propensity_model", "boosting_propensity_model", "default_propensity_models",
-           "outcome_model", "cross_fit_propensity", "cross_fit_outcomes", "aipw_scores",
-           "arm_log_loss", "clip_propensity"]
+           "PROPENSITY_NAMES", "propensity_candidates", "outcome_model", "cross_fit_propensity",
+           "cross_fit_outcomes", "aipw_scores", "arm_log_loss", "clip_propensity"]
 
 #: Up to this many units the nuisance models are cross-fitted with one BLAS/OpenMP thread: on
 #: 2 cores the default propensity cross-fit took 0.24 s on one thread against 0.46 s on two at
@@ -151,6 +154,88 @@ def default_propensity_models(random_state: int | None = 0) -> dict:
             "boosting": boosting_propensity_model(random_state)}
 
 
+#: EconML's model names for ``model_propensity`` (``econml.sklearn_extensions.model_selection.
+#: get_selector``) and the candidates each stands for here: "auto" is this package's default
+#: selection, "linear" its logistic regression, "gbf" its boosting; "poly" adds logistic
+#: regressions on degree-2 and degree-3 polynomial features, "automl" selects among "poly",
+#: "forest", "gbf" and "nnet" (as in EconML).
+PROPENSITY_NAMES = {
+    "auto": ("logistic", "boosting"),
+    "linear": ("logistic",),
+    "poly": ("logistic", "poly2", "poly3"),
+    "forest": ("forest",),
+    "gbf": ("boosting",),
+    "nnet": ("nnet",),
+    "automl": ("logistic", "poly2", "poly3", "forest", "boosting", "nnet"),
+}
+
+
+def _named_propensity_model(name: str):
+    """One candidate of :data:`PROPENSITY_NAMES` (its ``random_state`` left at None, seeded by
+    :func:`cross_fit_propensity`)."""
+    if name == "logistic":
+        return logistic_propensity_model()
+    if name == "boosting":
+        return boosting_propensity_model(None)
+    if name in ("poly2", "poly3"):
+        degree = int(name[-1])
+        return make_pipeline(StandardScaler(), PolynomialFeatures(degree, include_bias=False),
+                             StandardScaler(), LogisticRegression(C=1.0, max_iter=1000))
+    if name == "forest":  # EconML's "forest": a random forest with scikit-learn's defaults
+        return RandomForestClassifier(n_estimators=100, random_state=None)
+    return make_pipeline(StandardScaler(), MLPClassifier(max_iter=500, random_state=None))
+
+
+def propensity_candidates(model_propensity) -> dict:
+    """The propensity models ``model_propensity`` stands for: ``{name: unfitted classifier}``.
+
+    :func:`cross_fit_propensity` cross-fits every candidate on the same folds and keeps the one
+    whose clipped propensities have the lowest out-of-fold log-loss.
+
+    Parameters
+    ----------
+    model_propensity : None, str, classifier or list
+        None or ``"auto"``: :func:`default_propensity_models`. A name of
+        :data:`PROPENSITY_NAMES` (EconML's ``"linear"``, ``"poly"``, ``"forest"``, ``"gbf"``,
+        ``"nnet"``, ``"automl"``). A scikit-learn classifier with ``predict_proba`` (its class
+        name is its name). A list of names and classifiers: all their candidates.
+
+    Raises
+    ------
+    ValueError
+        An unknown name or an empty list.
+    TypeError
+        Anything else, or a classifier without ``predict_proba``.
+    """
+    if model_propensity is None:
+        return default_propensity_models(None)
+    if isinstance(model_propensity, str):
+        if model_propensity not in PROPENSITY_NAMES:
+            raise ValueError(f"model_propensity={model_propensity!r} is not a known model name: "
+                             f"use one of {list(PROPENSITY_NAMES)}, a classifier with "
+                             f"predict_proba, or a list of these to select from")
+        return {name: _named_propensity_model(name) for name in PROPENSITY_NAMES[model_propensity]}
+    if isinstance(model_propensity, (list, tuple)):
+        if len(model_propensity) == 0:
+            raise ValueError("model_propensity=[] selects from no model: give at least one name "
+                             "or classifier, or None for the default selection")
+        out = {}
+        for item in model_propensity:
+            for name, model in propensity_candidates(item).items():
+                if isinstance(item, str) and name in out:
+                    continue  # a name listed twice (e.g. "linear" and "poly") is one candidate
+                key, k = name, 2
+                while key in out:
+                    key, k = f"{name}_{k}", k + 1
+                out[key] = model
+        return out
+    if not hasattr(model_propensity, "predict_proba"):
+        raise TypeError(f"model_propensity must be a classifier with predict_proba, one of "
+                        f"{list(PROPENSITY_NAMES)} or a list of these; got "
+                        f"{type(model_propensity).__name__}")
+    return {type(model_propensity).__name__: model_propensity}
+
+
 def outcome_model(random_state: int | None = 0):
     """The outcome nuisance of the selection criteria: histogram gradient boosting (100 rounds,
     leaves of at least 20 units), fitted per arm."""
@@ -159,10 +244,13 @@ def outcome_model(random_state: int | None = 0):
 
 
 def _seeded(model, seed: int):
-    """A clone of ``model`` with ``random_state=seed`` where it has that parameter left at None."""
+    """A clone of ``model`` with ``random_state=seed`` wherever it (or a step of a pipeline or
+    search) has that parameter left at None."""
     model = clone(model)
-    if model.get_params().get("random_state", 0) is None:
-        model.set_params(random_state=seed)
+    unset = {k: seed for k, v in model.get_params().items()
+             if (k == "random_state" or k.endswith("__random_state")) and v is None}
+    if unset:
+        model.set_params(**unset)
     return model
 
 
@@ -197,9 +285,10 @@ def cross_fit_propensity(model, x: np.ndarray, arms: np.ndarray, *, n_arms: int,
 
     Parameters
     ----------
-    model : scikit-learn classifier with ``predict_proba`` (cloned), or None: each of
-        :func:`default_propensity_models` is cross-fitted on the same folds and the one whose
-        clipped propensities have the lower out-of-fold log-loss is kept
+    model : None, a name, a classifier with ``predict_proba`` or a list
+        (:func:`propensity_candidates`): each candidate is cloned and cross-fitted on the same
+        folds, and the one whose clipped propensities have the lowest out-of-fold log-loss is
+        kept (None: the two of :func:`default_propensity_models`)
     x : array (n, d), the covariates the classifier sees
     arms : array (n,) of int in 0..n_arms-1, the treatment arm of each unit
     n_arms : int
@@ -211,16 +300,12 @@ def cross_fit_propensity(model, x: np.ndarray, arms: np.ndarray, *, n_arms: int,
     Returns
     -------
     Propensity
-        ``e`` (n, n_arms) and ``model``: the name of the default candidate kept (a key of
-        :func:`default_propensity_models`), or the given model's class name.
+        ``e`` (n, n_arms) and ``model``: the name of the candidate kept (a key of
+        :func:`propensity_candidates`; the given model's class name for one classifier).
     """
-    if model is not None and not hasattr(model, "predict_proba"):
-        raise TypeError(f"model_propensity must be a classifier with predict_proba; got "
-                        f"{type(model).__name__}")
     seed = sklearn_seed(random_state)
+    candidates = {name: _seeded(m, seed) for name, m in propensity_candidates(model).items()}
     splits = folds(arms, _n_folds(arms, cv, groups), seed, groups)
-    candidates = ({type(model).__name__: _seeded(model, seed)} if model is not None
-                  else default_propensity_models(seed))
     with _nuisance_threads(len(arms)):
         fitted = {name: clip_propensity(_out_of_fold_proba(m, x, arms, splits, n_arms),
                                         min_propensity)

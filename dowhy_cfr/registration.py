@@ -1,6 +1,7 @@
 """Every change dowhy_cfr makes to DoWhy, in one place (run once on ``import dowhy_cfr``).
 
-DoWhy 0.14 has no plug-in registry for estimators or refuters, so five things are put in place:
+DoWhy 0.14 has no plug-in registry for estimators or refuters, so five things are put in place
+(and a sixth for the duration of a dummy-outcome refutation of a CFR estimate):
 
 1. **Method names.** DoWhy resolves ``method_name="backdoor.<name>"`` by importing the module
    ``dowhy.causal_estimators.<name>_estimator`` and taking its class ``CapWords(<name>)``
@@ -24,6 +25,11 @@ DoWhy 0.14 has no plug-in registry for estimators or refuters, so five things ar
 5. **The functional API.** ``dowhy.causal_refuters.refute_estimate(..., refuters=[...])``
    swaps DoWhy's refuter functions (and ``sensitivity_simulation``) for the dispatchers, also
    those a user imported before ``import dowhy_cfr``.
+6. **Writable dummy outcomes.** While DoWhy's dummy-outcome refuter runs on a CFR estimate
+   (stacked or DoWhy's own loop), its ``process_data`` gets and returns writable copies of the
+   outcome arrays (:func:`writable_dummy_outcomes`): under pandas 3 DoWhy's outcome array
+   (``Series.values``) is read-only, and DoWhy permutes it and adds the true effect to it in
+   place ("assignment destination is read-only", "output array is read-only").
 
 What these rely on is checked by :func:`contract_problems` before anything is changed: a DoWhy
 whose functions are missing or have other signatures gets a warning and is left unchanged, and
@@ -35,6 +41,7 @@ DoWhy version that changed it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -43,6 +50,7 @@ import sys
 import types
 import warnings
 
+import numpy as np
 from dowhy import CausalModel
 
 from . import dowhy_sensitivity
@@ -52,7 +60,7 @@ from .stacked_refuters import (REFUTERS, check_placebo_treatment, is_cfr_estimat
                                stacking_enabled)
 
 __all__ = ["ALIASES", "SENSITIVITY", "SENSITIVITY_MODULE", "register", "register_alias",
-           "contract_problems"]
+           "contract_problems", "writable_dummy_outcomes"]
 
 #: Alias modules: module name -> (attribute, class).
 ALIASES = {
@@ -76,6 +84,10 @@ SENSITIVITY = {
     "sensitivity_simulation": (dowhy_sensitivity.direct_simulation,
                                ("data", "target_estimand", "estimate", "treatment_name")),
 }
+#: DoWhy's dummy-outcome transformation function and its parameters.
+_PROCESS_DATA = ("dowhy.causal_refuters.dummy_outcome_refuter", "process_data",
+                 ["outcome_name", "X_train", "outcome_train", "X_validation",
+                  "outcome_validation", "transformation_list"])
 
 
 def register_alias(module_name: str, attr: str, cls, doc: str) -> bool:
@@ -139,6 +151,37 @@ def contract_problems() -> list[str]:
     return problems
 
 
+def _writable(a):
+    return None if a is None else np.array(a, copy=True)
+
+
+@contextlib.contextmanager
+def writable_dummy_outcomes():
+    """For the duration: DoWhy's dummy-outcome ``process_data`` works on writable copies of the
+    outcome arrays and returns a writable array (DoWhy then adds the true effect to it in place).
+    Does nothing where DoWhy's function is missing or has other parameters."""
+    module_name, attr, params = _PROCESS_DATA
+    module = importlib.import_module(module_name)
+    original = getattr(module, attr, None)
+    if (original is None or hasattr(original, "__dowhy_cfr_original__")
+            or list(inspect.signature(original).parameters) != params):
+        yield
+        return
+
+    @functools.wraps(original)
+    def process_data(outcome_name, X_train, outcome_train, X_validation, outcome_validation,
+                     transformation_list):
+        return _writable(original(outcome_name, X_train, _writable(outcome_train), X_validation,
+                                  _writable(outcome_validation), transformation_list))
+
+    process_data.__dowhy_cfr_original__ = original
+    setattr(module, attr, process_data)
+    try:
+        yield
+    finally:
+        setattr(module, attr, original)
+
+
 def _wrap_estimate_effect() -> None:
     original = CausalModel.estimate_effect
     if getattr(original, "__dowhy_cfr_wrapper__", False):
@@ -165,13 +208,15 @@ def _dispatcher(method_name: str, original):
             return original(*args, **kwargs)
         if not is_cfr_estimate(bound.get("estimate")):
             return original(*args, **kwargs)
-        if not stacking_enabled():
-            if method_name == "placebo_treatment_refuter":  # DoWhy's own loop, same trap
-                check_placebo_treatment(bound.get("data"), bound.get("target_estimand"),
-                                        bound.get("placebo_type"))
-            return original(*args, **kwargs)
-        extra = bound.pop("_", {})  # DoWhy's functions swallow unknown keywords
-        return refute_stacked(method_name, **{**extra, **bound})
+        with (writable_dummy_outcomes() if method_name == "dummy_outcome_refuter"
+              else contextlib.nullcontext()):
+            if not stacking_enabled():
+                if method_name == "placebo_treatment_refuter":  # DoWhy's own loop, same trap
+                    check_placebo_treatment(bound.get("data"), bound.get("target_estimand"),
+                                            bound.get("placebo_type"))
+                return original(*args, **kwargs)
+            extra = bound.pop("_", {})  # DoWhy's functions swallow unknown keywords
+            return refute_stacked(method_name, **{**extra, **bound})
 
     refuter.__dowhy_cfr_original__ = original
     return refuter

@@ -48,10 +48,10 @@ DoWhy's loop refits with fresh seeds; ``"original"`` for the others. See
 fit's early stopping selected (its ``best_iteration_``), keeping the best validation checkpoint
 within them and skipping the patience tail -- on unchanged data this reproduces the original
 network -- and cross-fits each simulation's propensities with the model family the original
-fit's default propensity kept (``propensity_model_``: the logistic regression or the boosting),
-instead of fitting both candidates again; ``"early_stopping"`` runs the estimator's own schedule,
-stopping and propensity selection (what DoWhy's loop runs); an int, that many steps (with the
-original's propensity family). Either way a simulation refits the alpha the original selected
+fit's propensity selection kept (``propensity_model_``: by default the logistic regression or
+the boosting), instead of fitting every candidate again; ``"early_stopping"`` runs the
+estimator's own schedule, stopping and propensity selection (what DoWhy's loop runs); an int,
+that many steps (with the original's propensity family). Either way a simulation refits the alpha the original selected
 (``alpha_``, under ``alpha="auto"``).
 
 DoWhy's calls cannot carry these options; set them with :func:`stacking_options`, or call
@@ -81,7 +81,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import clone
 
-from .nuisance import default_propensity_models
+from .nuisance import propensity_candidates
 from .dowhy_adapter import CFREstimator, in_data_order
 
 __all__ = ["REFUTERS", "refute_stacked", "stacking_options", "stacking_enabled", "dowhy_refuter",
@@ -270,8 +270,9 @@ def _train_records(estimate, records, steps, seeds) -> tuple[list, int, dict]:
     params = {"n_ensemble": len(est.seeds_), "verbose": 0, **_step_budget(est, steps)}
     if isinstance(est.alpha, (str, list, tuple)):  # alpha="auto" or a grid: refit the choice
         params["alpha"] = est.alpha_
-    if steps != "early_stopping" and est.debias is not None and est.model_propensity is None:
-        params["model_propensity"] = default_propensity_models(None)[est.propensity_model_]
+    candidates = propensity_candidates(est.model_propensity)
+    if steps != "early_stopping" and est.debias is not None and len(candidates) > 1:
+        params["model_propensity"] = candidates[est.propensity_model_]  # the one the fit kept
     template = clone(est).set_params(**params)
     seed_matrix = _seed_matrix(est, len(records), seeds)
     groups: dict = {}

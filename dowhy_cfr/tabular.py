@@ -715,6 +715,21 @@ class FeatureScaler(BaseEstimator):
                              "float64); rescale those columns, e.g. to other units")
         return self
 
+    @classmethod
+    def standard_from_moments(cls, mean: np.ndarray, std: np.ndarray) -> "FeatureScaler":
+        """A fitted ``"standard"`` scaler from column means and standard deviations computed
+        elsewhere (e.g. over chunks of data that never fit in memory at once); constant columns
+        (``std == 0``) are divided by 1, as :meth:`fit` does."""
+        mean, std = np.asarray(mean, dtype="float64"), np.asarray(std, dtype="float64")
+        scaler = cls("standard", binary="scale")
+        scaler.n_features_in_ = mean.shape[0]
+        scaler.center_ = mean.copy()
+        scaler.scale_ = np.where(std > 0, std, 1.0)
+        scaler.binary_ = np.zeros(mean.shape[0], dtype=bool)
+        scaler.quantile_columns_ = np.zeros(mean.shape[0], dtype=bool)
+        scaler.quantile_transformer_ = None
+        return scaler
+
     def _check_params(self) -> None:
         if self.method not in _SCALER_METHODS:
             raise ValueError(f"method={self.method!r} is invalid: use one of {_SCALER_METHODS}")

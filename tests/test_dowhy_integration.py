@@ -364,9 +364,13 @@ def test_dowhy_resampling_bootstrap_intervals(setup):
     assert np.isfinite(lo) and np.isfinite(hi) and lo <= hi
 
 
-def test_no_intervals_without_request(cfr_estimate):
-    with pytest.raises(ValueError, match="no intervals"):
-        cfr_estimate.get_confidence_intervals()
+def test_intervals_on_demand_without_request(cfr_estimate):
+    """As DoWhy's own estimators: an estimate made without confidence_intervals=True gives the
+    analytic interval and standard error of its doubly robust ATE when asked (no training)."""
+    res = cfr_estimate.estimator.estimator.average_effect("ate")
+    assert cfr_estimate.get_confidence_intervals() == pytest.approx(res.interval(0.05))
+    assert cfr_estimate.get_standard_error() == pytest.approx(res.stderr)
+    assert cfr_estimate.effect_intervals is None  # nothing computed at estimation
 
 
 # ----------------------------------------------------------------------------- DoWhy refuters

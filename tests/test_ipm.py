@@ -6,7 +6,7 @@ import torch
 from scipy.optimize import linear_sum_assignment
 
 from dowhy_cfr.core import imbalance, mmd2_lin, mmd2_rbf, wasserstein
-from dowhy_cfr.core.ipm import IPM_NAMES, imbalance_blocks
+from dowhy_cfr.core.ipm import IPM_NAMES, imbalance_blocks, wasserstein_blocks
 
 
 def _groups(seed=0, n_t=12, n_c=20, r=4, shift=0.7):
@@ -73,16 +73,16 @@ def test_wass2_uses_squared_cost():
 
 
 def test_transport_plan_has_uniform_marginals():
-    _, _, phi, t = _groups(seed=4)
-    _, plan = wasserstein(phi, t, n_iter=200, return_plan=True)
-    treated = t.bool()
+    a, b, _, _ = _groups(seed=4)
+    _, plan = wasserstein_blocks(torch.tensor(a)[None], torch.tensor(b)[None], n_iter=200,
+                                 return_plan=True)
+    assert plan.shape == (1, 12, 20)
     assert torch.allclose(plan.sum(), torch.tensor(1.0, dtype=plan.dtype), atol=1e-6)
     # columns (control) are exact after the last v-update; rows converge
-    col = plan[treated][:, ~treated].sum(0)
+    col = plan[0].sum(0)
     assert torch.allclose(col, torch.full_like(col, 1 / 20), atol=1e-8)
-    row = plan[treated][:, ~treated].sum(1)
+    row = plan[0].sum(1)
     assert torch.allclose(row, torch.full_like(row, 1 / 12), atol=1e-4)
-    assert plan[~treated].abs().sum() == 0 and plan[:, treated].abs().sum() == 0
 
 
 @pytest.mark.parametrize("ipm", ["mmd2_lin", "wass", "wass2"])
@@ -206,8 +206,9 @@ def test_near_identical_representations_keep_their_distances_in_float32():
 
 @pytest.mark.parametrize("ipm", IPM_NAMES)
 def test_a_models_imbalance_and_gradient_do_not_depend_on_its_neighbours(ipm):
-    """Bit-for-bit: model k's value and gradient in a stack whose other models have other group
-    sizes equal those of model k alone (fit_stacked promises identity with separate fits)."""
+    """Model k's value and gradient in a stack whose other models have other group sizes equal
+    those of model k alone, up to float32 rounding (batched kernels may round a model's
+    elements differently in a stack)."""
     g = torch.Generator().manual_seed(13)
     phi = torch.randn(3, 40, 6, generator=g)
     share = torch.tensor([[0.15], [0.5], [0.9]])
@@ -220,8 +221,11 @@ def test_a_models_imbalance_and_gradient_do_not_depend_on_its_neighbours(ipm):
         single_phi = phi[k : k + 1].clone().requires_grad_(True)
         single = imbalance(single_phi, t[k : k + 1], ipm=ipm, rbf_sigma=1.0)
         single.sum().backward()
-        assert torch.equal(single[0], stacked[k])
-        assert torch.equal(single_phi.grad[0], stacked_phi.grad[k])
+        # measured: equal bit for bit on one thread; on two threads mmd2_rbf's gradient
+        # differs by 4.7e-10 (on main too), values ~0.1-1, gradients ~0.01-0.1
+        torch.testing.assert_close(single[0], stacked[k], rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(single_phi.grad[0], stacked_phi.grad[k], rtol=1e-5,
+                                   atol=1e-7)
 
 
 def test_sinkhorn_gradient_stays_finite_with_an_outlying_control_unit():
@@ -251,21 +255,50 @@ def test_block_form_equals_the_masked_form(ipm):
     torch.testing.assert_close(blocks, masked, rtol=1e-5, atol=1e-6)
 
 
+def _reference_sinkhorn(a, b, lam, n_iter, squared, backprop):
+    """Supplement Algorithm 2 written out for one model: dense cost from explicit differences,
+    no row scaling, autograd through the loop (float64)."""
+    cost = (a[:, None, :] - b[None, :, :]).pow(2).sum(-1)
+    if not squared:
+        cost = cost.sqrt()
+    kernel = torch.exp(-lam / cost.detach().mean() * cost)
+    v = torch.ones(b.shape[0], dtype=a.dtype)
+    for _ in range(n_iter):
+        u = (1.0 / a.shape[0]) / (kernel @ v)
+        v = (1.0 / b.shape[0]) / (kernel.T @ u)
+    plan = u[:, None] * kernel * v[None, :]
+    return ((plan if backprop else plan.detach()) * cost).sum()
+
+
 @pytest.mark.parametrize("backprop", [True, False])
 @pytest.mark.parametrize("ipm", ["wass", "wass2"])
-def test_block_sinkhorn_gradient_equals_autograd_through_the_iterations(ipm, backprop):
-    """The hand-written backward of the block Sinkhorn (``SinkhornDistance``) against autograd
-    through the unrolled iterations of the masked form, in float64."""
+def test_sinkhorn_equals_a_dense_reference_for_ragged_groups(ipm, backprop):
+    """Values and gradients of four models with different group sizes (and rows left out by
+    ``valid``) in one call against the dense reference of each model alone, in float64: the
+    gathering into blocks, the grouping of models by their group sizes and the hand-written
+    backward of ``SinkhornDistance``."""
     g = torch.Generator().manual_seed(22)
-    phi = torch.randn(3, 30, 5, generator=g, dtype=torch.float64)
-    weights = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)  # a different grad per model
-    t = torch.tensor([1] * 8 + [0] * 22).expand(3, -1)
-    masked_phi = phi.clone().requires_grad_(True)
-    (imbalance(masked_phi, t, ipm=ipm, wass_backprop=backprop) * weights).sum().backward()
-    block_phi = phi.clone().requires_grad_(True)
-    (imbalance_blocks(block_phi[:, :8], block_phi[:, 8:], ipm=ipm, wass_backprop=backprop)
-     * weights).sum().backward()
-    torch.testing.assert_close(block_phi.grad, masked_phi.grad, rtol=1e-9, atol=1e-12)
+    phi = torch.randn(4, 30, 5, generator=g, dtype=torch.float64)
+    # (treated, control, left out) per model: models 0 and 2 form one group, and the groups
+    # are not consecutive ranges of the stack (model 3's sizes sort first)
+    sizes = [(6, 20, 4), (11, 19, 0), (6, 20, 4), (4, 24, 2)]
+    t = torch.zeros(4, 30, dtype=torch.long)
+    valid = torch.zeros(4, 30, dtype=torch.bool)
+    for k, (n_t, n_c, _) in enumerate(sizes):
+        rows = torch.randperm(30, generator=g)
+        t[k, rows[:n_t]], valid[k, rows[: n_t + n_c]] = 1, True
+    weights = torch.tensor([0.5, -1.0, 2.0, 1.5], dtype=torch.float64)  # a gradient per model
+    kw = dict(lam=10.0, n_iter=10, squared=(ipm == "wass2"), backprop=backprop)
+    p = phi.clone().requires_grad_(True)
+    got = wasserstein(p, t, valid, **kw)
+    (got * weights).sum().backward()
+    for k in range(4):
+        q = phi[k].clone().requires_grad_(True)
+        rows_t, rows_c = (t[k] == 1) & valid[k], (t[k] == 0) & valid[k]
+        ref = _reference_sinkhorn(q[rows_t], q[rows_c], **kw)
+        (ref * weights[k]).backward()
+        torch.testing.assert_close(got[k].detach(), ref.detach(), rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(p.grad[k], q.grad, rtol=1e-8, atol=1e-11)
 
 
 @pytest.mark.parametrize("ipm", ["wass", "wass2"])

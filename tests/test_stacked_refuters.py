@@ -174,15 +174,20 @@ def test_dummy_outcome_with_an_estimator_transformation():
 def test_simulations_refit_the_original_propensity_family(setup, steps, fits_both, monkeypatch):
     """steps="fitted" (default): every simulation cross-fits the propensity with the family the
     original kept, not both candidates again; "early_stopping" selects anew, as DoWhy's loop."""
-    from dowhy_cfr import nuisance
+    from dowhy_cfr import fitting, nuisance
 
     _, model, estimand, estimate = setup
     kept = estimate.estimator.estimator.propensity_model_
     assert kept in ("logistic", "boosting")
-    selections = []
-    original = nuisance.default_propensity_models
-    monkeypatch.setattr(nuisance, "default_propensity_models",
-                        lambda *a, **k: selections.append(1) or original(*a, **k))
+    selections = []  # propensity cross-fits that select among several candidates
+    original = fitting.cross_fit_propensity
+
+    def counting(model, *args, **kwargs):
+        if len(nuisance.propensity_candidates(model)) > 1:
+            selections.append(1)
+        return original(model, *args, **kwargs)
+
+    monkeypatch.setattr(fitting, "cross_fit_propensity", counting)
     with sr.stacking_options(steps=steps):
         res = _refute(model, estimand, estimate, "placebo_treatment_refuter")
     assert len(selections) == (SIMS if fits_both else 0)

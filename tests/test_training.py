@@ -134,9 +134,9 @@ def test_select_copies_the_chosen_models_only():
 @pytest.mark.parametrize("ipm", ["wass", "mmd2_rbf"])
 def test_stacked_models_with_other_arm_counts_equal_separate_fits(ipm):
     """Models whose batches hold other arm counts (other treated shares) form their own groups
-    in the stack; each still computes exactly what it computes alone. The stack trains with
-    equal counts next to each other (here models 0, 2, 1) and returns everything in the
-    caller's order: networks, best steps, history, and the model indices of the reports."""
+    in the stack; each still computes what it computes alone, up to float rounding. The stack
+    trains with equal counts next to each other (here models 0, 2, 1) and returns everything in
+    the caller's order: networks, best steps, history, and the model indices of the reports."""
     data = [core_data(seed=s) for s in (0, 3, 0)]
     x, t, y = (torch.stack([d[i] for d in data]) for i in range(3))
     t[1, :60] = 0  # model 1: a much smaller treated share -> other counts
@@ -154,18 +154,21 @@ def test_stacked_models_with_other_arm_counts_equal_separate_fits(ipm):
     for k, s in enumerate(seeds):
         single = train_cfr(x[k : k + 1], t[k : k + 1], y[k : k + 1], train_idx=tr[None],
                            val_idx=va[None], config=cfg, seeds=[s], per_model_data=True)
-        assert torch.equal(predict(single.net, x[0])[0], out[k])
+        # rounding drift after 200 steps, measured: outputs 6.8e-5 (wass) / 7.2e-7 (mmd2_rbf),
+        # val objective 8.8e-6 / 1.8e-6 relative; outputs ~1. Model 1's Wasserstein run is
+        # sensitive: a 1e-7 relative change of x moves its outputs by up to 1.8e-4 and its val
+        # objective by 4.1e-4 relative, so the margins leave room for other CPUs' rounding.
+        torch.testing.assert_close(predict(single.net, x[0])[0], out[k], rtol=0, atol=1e-3)
         assert single.best_step[0] == stacked.best_step[k]
         n_evals = len(single.history["step"])
-        np.testing.assert_array_equal(single.history["val_objective"][:, 0],
-                                      stacked.history["val_objective"][:n_evals, k])
+        np.testing.assert_allclose(single.history["val_objective"][:, 0],
+                                   stacked.history["val_objective"][:n_evals, k], rtol=2e-3)
 
 
 def test_stacked_gradients_equal_single_ones_at_the_default_sizes():
     """At the default architecture (widths 200/100, sizes that are not multiples of the vector
-    width), one step's gradients of every model of a stack equal its gradients alone, bit for
-    bit, groups of other arm counts included. (The fused Adam update afterwards is equal only up
-    to the last bit of a tensor's scalar tail: ``core.stopping.adam``.)"""
+    width), one step's gradients of every model of a stack equal its gradients alone up to float
+    rounding, groups of other arm counts included."""
     from dowhy_cfr.core.training import StackedRun
 
     g = torch.Generator().manual_seed(0)
@@ -192,17 +195,21 @@ def test_stacked_gradients_equal_single_ones_at_the_default_sizes():
     assert groups.sizes == [1, 2]  # two groups, consecutive: the heads take views
     for j, m in enumerate([1, 0, 2]):
         for g_stack, g_alone in zip(stacked, grads([m])[0]):
-            assert torch.equal(g_stack[j], g_alone[0])
+            # measured: bit for bit on one thread; 1.8e-6 on two (1.4e-6 on main, which
+            # promised bit-identity), gradients up to ~1
+            torch.testing.assert_close(g_stack[j], g_alone[0], rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("ipm", ["wass", "mmd2_lin", "mmd2_rbf", "wass2"])
 def test_stacked_training_equals_separate_fits(ipm):
-    """Bit for bit: every model's arithmetic has the same shapes in a stack as alone (the
-    Wasserstein term used to pad groups to the stack's largest, which drifted to 0.27 in the
-    parameters after 300 steps at lr 3e-3)."""
+    """Up to float rounding: every model's arithmetic has the same shapes in a stack as alone
+    (the Wasserstein term used to pad groups to the stack's largest, which drifted to 0.27 in
+    the parameters after 300 steps at lr 3e-3). Over 100 steps: over 300, seed 33's Wasserstein
+    run is chaotic (a 1e-7 relative change of x moves its outputs by 0.16; over 100 steps the
+    three seeds' outputs move by at most 2.2e-5)."""
     x, t, y, tr, va = core_data()
     cfg = CFRConfig(alpha=0.5, ipm=ipm, rbf_sigma=1.0,
-                    **{**CORE_SMALL, "n_iter": 300, "learning_rate": 3e-3, "patience": None})
+                    **{**CORE_SMALL, "n_iter": 100, "learning_rate": 3e-3, "patience": None})
     seeds = [11, 22, 33]
     k = len(seeds)
     stacked = train_cfr(x, t, y, train_idx=tr.expand(k, -1), val_idx=va.expand(k, -1),
@@ -211,10 +218,12 @@ def test_stacked_training_equals_separate_fits(ipm):
     out_stacked = predict(stacked.net, x)
     for i, s in enumerate(seeds):
         single = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg, seeds=[s])
-        assert torch.equal(predict(single.net, x)[0], out_stacked[i])
+        # rounding drift after 100 steps, measured: outputs 6.9e-5 (wass), 7.2e-7 (mmd2_lin),
+        # 4.8e-7 (mmd2_rbf), 7.2e-7 (wass2); val objective <= 6.2e-6 relative; outputs ~1
+        torch.testing.assert_close(predict(single.net, x)[0], out_stacked[i], rtol=0, atol=5e-4)
         assert single.best_step[0] == stacked.best_step[i]
-        np.testing.assert_array_equal(single.history["val_objective"][:, 0],
-                                      stacked.history["val_objective"][:, i])
+        np.testing.assert_allclose(single.history["val_objective"][:, 0],
+                                   stacked.history["val_objective"][:, i], rtol=1e-4)
 
 
 def test_stack_compaction_after_early_stops_keeps_models_identical():
@@ -377,8 +386,8 @@ def test_divergence_is_a_clear_error():
 
 def test_a_diverging_model_leaves_the_others_untouched():
     """K=3 with the middle model at weight_decay=1e39: it fails at once (no checkpoint) and is
-    reported; the other two follow exactly their solo trajectories (this used to abort the whole
-    stack at step 1)."""
+    reported; the other two follow their solo trajectories up to float rounding (this used to
+    abort the whole stack at step 1)."""
     x, t, y, tr, va = core_data()
     cfg = CFRConfig(**{**CORE_SMALL, "n_iter": 200, "eval_every": 10, "patience": 3})
     seeds = [1, 2, 3]
@@ -391,11 +400,12 @@ def test_a_diverging_model_leaves_the_others_untouched():
     for i in (0, 2):
         single = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg,
                            seeds=[seeds[i]])
-        assert torch.equal(predict(single.net, x)[0], out[i])
+        # measured after 200 steps: outputs 1.3e-5, val loss 1.2e-5 relative; outputs ~1
+        torch.testing.assert_close(predict(single.net, x)[0], out[i], rtol=0, atol=5e-4)
         assert single.best_step[0] == res.best_step[i]
         n = len(single.history["step"])
-        np.testing.assert_array_equal(res.history["val_loss"][:n, i],
-                                      single.history["val_loss"][:, 0])
+        np.testing.assert_allclose(res.history["val_loss"][:n, i],
+                                   single.history["val_loss"][:, 0], rtol=1e-4)
         np.testing.assert_array_equal(res.history["learning_rate"][:n],
                                       single.history["learning_rate"])
 
@@ -477,3 +487,32 @@ def test_validation_imbalance_on_arm_blocks_equals_the_masked_ipm(ipm):
         _, phi = predict(res.net.select([k]), x[val_idx[k]], representation=True)
         masked = arm_imbalance(phi, t[val_idx[k]].unsqueeze(0), 2, config.ipm_kwargs())
         torch.testing.assert_close(recorded[k], masked[0], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("reweight", [True, False])
+def test_batch_weights_follow_the_batch_arm_counts(reweight):
+    """Batches with fixed arm counts give each arm its intended share of the weight: 1/2 with
+    reweight_sample (Algorithm 1's w_i; every batch), the training share without. At 1.5%
+    treated the batch's single treated units are rounded up, and with the training shares'
+    weights the treated arm got 0.40 of each batch's weight (issue #29, defect 5)."""
+    from dowhy_cfr.core.training import StackedRun, sample_weights
+
+    n = 1000
+    t = torch.zeros(1, n, dtype=torch.long)
+    t[0, :15] = 1  # 1.5% treated
+    x, y = torch.randn(1, n, 3), torch.randn(1, n)
+    rows = torch.arange(n).unsqueeze(0)
+    cfg = CFRConfig(batch_size=100, reweight_sample=reweight)
+    run = StackedRun(x, t, y, train_idx=rows, val_idx=rows, config=cfg, seeds=[0], n_arms=2,
+                     batch_source=None, arm_shares=None, model_wrapper=None, gather_ipm=None,
+                     alpha=None, weight_decay=None, per_model_data=True, device="cpu")
+    for _ in range(3):
+        _, tb, _ = run.batches.next()
+        w = sample_weights(tb, run.batch_shares)
+        treated_share = float(w[tb == 1].sum() / w.sum())
+        expected = 0.5 if reweight else 0.015
+        assert treated_share == pytest.approx(expected, rel=1e-6)
+        assert float(w.sum()) == pytest.approx(100, rel=1e-6)  # the batch's loss is a mean
+    old = sample_weights(tb, run.shares)  # the training shares' weights, as before the fix
+    if reweight:
+        assert float(old[tb == 1].sum() / old.sum()) < 0.45

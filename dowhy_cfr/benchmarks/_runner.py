@@ -88,7 +88,7 @@ def fit_cfr_stacked(method: str, x, t, ys, units, eval_rows=None, *, settings: d
     cls, kw = cfr_params(method, alpha_wass=settings["alpha_wass"],
                          alpha_mmd=settings["alpha_mmd"], n_iter=settings["n_iter"],
                          tiny=settings["tiny"], seed=seed,
-                         device=settings.get("device", "cpu"))
+                         device=settings.get("device", "cpu"), extra=settings.get("cfr_params"))
     x_eval = x if eval_rows is None else x[eval_rows]
     start = time.perf_counter()
     with _quiet():

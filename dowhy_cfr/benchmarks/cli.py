@@ -24,7 +24,7 @@ import time
 from . import report
 from ._runner import add_threads_argument
 from ..core import CFRConfig
-from .methods import ALL_METHODS
+from .methods import ALL_METHODS, parse_cfr_params
 
 __all__ = ["main", "build_parser"]
 
@@ -60,6 +60,8 @@ def _common(p: argparse.ArgumentParser, *, methods: bool = True):
                    help=f"alpha of CFR-Wass (default {DEFAULT_ALPHA_WASS}, the estimator's)")
     p.add_argument("--alpha-mmd", type=float, default=DEFAULT_ALPHA_MMD,
                    help=f"alpha of CFR-MMD (default {DEFAULT_ALPHA_MMD})")
+    p.add_argument("--cfr-params", type=parse_cfr_params, default={},
+                   help='JSON object of CFR/TARNet keyword arguments, e.g. \'{"batch_size": 256}\'')
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--device", default="cpu",
                    help='device of the CFR/TARNet stacks: "cpu" (default), "cuda" or "auto"')
@@ -129,7 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _settings(args) -> dict:
     return dict(n_iter=args.n_iter, tiny=args.tiny, alpha_wass=args.alpha_wass,
-                alpha_mmd=args.alpha_mmd, device=args.device)
+                alpha_mmd=args.alpha_mmd, device=args.device,
+                cfr_params=getattr(args, "cfr_params", {}))
 
 
 def main(argv=None) -> int:

@@ -31,6 +31,9 @@ Every model uses ``n_jobs=1`` (the benchmarks are meant to share a small machine
 
 from __future__ import annotations
 
+import argparse
+import inspect
+import json
 import warnings
 
 import numpy as np
@@ -41,7 +44,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 __all__ = ["BASELINES", "CFR_METHODS", "ALL_METHODS", "BCF", "make_baseline", "cfr_params",
-           "display_name"]
+           "display_name", "parse_cfr_params"]
 
 #: CFR-family methods, trained with ``CFR.fit_stacked`` (K datasets per pass).
 CFR_METHODS = ("TARNet", "CFR-MMD", "CFR-Wass")
@@ -285,12 +288,14 @@ def make_baseline(method: str, *, binary: bool, seed: int, tiny: bool = False) -
 
 
 def cfr_params(method: str, *, alpha_wass: float, alpha_mmd: float, n_iter: int | None,
-               tiny: bool, seed: int, device: str = "cpu") -> tuple[type, dict]:
+               tiny: bool, seed: int, device: str = "cpu", extra: dict | None = None
+               ) -> tuple[type, dict]:
     """Estimator class and keyword arguments of a CFR-family method.
 
     ``TARNet`` is CFR with ``alpha = 0``; ``CFR-Wass`` uses the entropic Wasserstein IPM and
     ``CFR-MMD`` the squared linear MMD (Sec. 4). Everything else is the estimator's default
-    (the paper's IHDP configuration), except ``n_iter``, the ``tiny`` network and ``device``.
+    (the paper's IHDP configuration), except ``n_iter``, the ``tiny`` network, ``device`` and
+    the keyword arguments ``extra`` (``--cfr-params``; TARNet ignores an ``alpha`` there).
     """
     from ..estimator import CFR, TARNet
 
@@ -299,10 +304,32 @@ def cfr_params(method: str, *, alpha_wass: float, alpha_mmd: float, n_iter: int 
         kw.update(TINY_NET)
     if n_iter is not None:
         kw["n_iter"] = int(n_iter)
+    kw.update(extra or {})
     if method == "TARNet":
+        kw.pop("alpha", None)
         return TARNet, kw
     if method == "CFR-Wass":
-        return CFR, dict(kw, ipm="wass", alpha=alpha_wass)
+        return CFR, {"ipm": "wass", "alpha": alpha_wass, **kw}
     if method == "CFR-MMD":
-        return CFR, dict(kw, ipm="mmd2_lin", alpha=alpha_mmd)
+        return CFR, {"ipm": "mmd2_lin", "alpha": alpha_mmd, **kw}
     raise ValueError(f"unknown CFR method {method!r}; choose from {list(CFR_METHODS)}")
+
+
+def parse_cfr_params(value: str) -> dict:
+    """``--cfr-params``: a JSON object of CFR keyword arguments, e.g. ``'{"batch_size": 256}'``;
+    names are checked against ``CFR``'s signature."""
+    from ..estimator import CFR
+
+    try:
+        params = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"{value!r} is not JSON: {exc}") from None
+    if not isinstance(params, dict):
+        raise argparse.ArgumentTypeError(f"{value!r}: give a JSON object, e.g. "
+                                         '\'{"batch_size": 256}\'')
+    known = set(inspect.signature(CFR).parameters)
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown CFR argument(s) {unknown}; CFR takes "
+                                         f"{', '.join(sorted(known))}")
+    return params

@@ -34,6 +34,7 @@ import pandas as pd
 from ..datasets.realistic import DEFAULT_DESIGNS, DESIGNS, OVERLAPS, simulate_realistic
 from . import report
 from ._runner import TaskPool, add_threads_argument, progress_bar
+from .methods import parse_cfr_params
 from .synthetic import CFR_FAMILY, cfr_inference, interval_coverage, make_estimator
 
 __all__ = ["REALISTIC_METHODS", "ROW_COLUMNS", "DATA_COLUMNS", "run_one", "data_row",
@@ -316,26 +317,6 @@ def _settings_line(settings: dict) -> str:
 
 
 # ------------------------------------------------------------------------------ CLI
-def parse_cfr_params(value: str) -> dict:
-    """``--cfr-params``: a JSON object of CFR keyword arguments, e.g. ``'{"batch_size": 256}'``;
-    names are checked against ``CFR``'s signature."""
-    from ..estimator import CFR
-
-    try:
-        params = json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"{value!r} is not JSON: {exc}") from None
-    if not isinstance(params, dict):
-        raise argparse.ArgumentTypeError(f"{value!r}: give a JSON object, e.g. "
-                                         '\'{"batch_size": 256}\'')
-    known = set(inspect.signature(CFR).parameters)
-    unknown = sorted(set(params) - known)
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown CFR argument(s) {unknown}; CFR takes "
-                                         f"{', '.join(sorted(known))}")
-    return params
-
-
 def parse_designs(value: str) -> list[str]:
     """``--designs``: comma-separated design names, ``default`` (the 12 default designs) or
     ``all`` (every design); a table name alone means every design on that table."""

@@ -34,9 +34,10 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from ..datasets.synthetic import DESIGNS, SyntheticData, simulate
+from ..datasets.synthetic import DESIGNS, SyntheticData, population_ate, simulate
 from . import report
-from ._runner import TaskPool, add_threads_argument, progress_bar
+from ._runner import TaskPool, add_threads_argument, chunks, progress_bar
+from .methods import parse_cfr_params
 
 __all__ = ["SYNTHETIC_METHODS", "EXTRA_PEERS", "CFR_FAMILY", "INTERVAL_METHODS", "ROW_COLUMNS",
            "ProjectionCATE", "interval_coverage", "make_estimator", "cfr_inference", "run_data",
@@ -61,7 +62,7 @@ INTERVAL_METHODS = ("LinearDML", "CausalForestDML", "DRLearner")
 #: Methods whose ``fit`` takes ``W`` (the others see ``[X, W]`` as X on design E).
 _TAKES_W = CFR_FAMILY + INTERVAL_METHODS
 #: Columns of the per-run CSV.
-ROW_COLUMNS = ["design", "n", "seed", "method", "pehe", "ate", "ate_true", "ate_error",
+ROW_COLUMNS = ["design", "n", "seed", "method", "pehe", "ate", "ate_true", "ate_sample", "ate_error",
                "ate_abs_error", "ate_lower", "ate_upper", "ate_covered", "ate_width",
                "tau_coverage", "tau_width", "time_s", "error"]
 _METRICS = ["ate_abs_error", "pehe", "ate_covered", "ate_width", "tau_coverage", "tau_width",
@@ -303,22 +304,75 @@ def run_one(design: str, n: int, seed: int, method: str, settings: dict) -> dict
             start = time.perf_counter()
             _fit(est, method, train.y, train.t, x, w, settings, seed)
             row["time_s"] = time.perf_counter() - start
-            row.update(_metrics(est, x, x_test, train.tau, test.tau, settings["alpha"]))
+            row.update(_metrics(est, x, x_test, train.tau, test.tau, settings["alpha"],
+                                population_ate(design)))
     except Exception as exc:  # noqa: BLE001 - one failed fit must not end a long run
         row["error"] = f"{type(exc).__name__}: {exc}"[:300]
     return row
 
 
-def _metrics(est, x, x_test, tau_train, tau_test, alpha: float) -> dict:
+#: CFR-family methods whose data sets can train in one stack (``--stack``).
+_STACKABLE = ("CFR", "TARNet", "CFR-ens5", "CFR-plugin", "CFR-cf5", "CFR-cf2")
+
+
+def stackable(method: str, settings: dict) -> bool:
+    """Whether ``method``'s data sets train in stacks of ``settings["stack"]``: CFR-family
+    methods with the default, analytic or no inference."""
+    return (settings.get("stack", 1) > 1 and method in _STACKABLE
+            and str(settings["cfr_inference"]).lower() in ("auto", "aipw", "none"))
+
+
+def run_stack(design: str, n: int, seeds: list, method: str, settings: dict) -> list[dict]:
+    """:func:`run_one` for several data sets of one (design, n, method) at once: one
+    ``CFR.fit_stacked`` pass in which data set ``s`` trains with the network seeds that
+    ``CFR(random_state=s).fit`` draws (so its fit is that fit, up to float rounding). ``time_s``
+    is the stack's time divided by the number of data sets."""
+    from ..plans import draw_seeds
+
+    rows = [_empty_row(design, n, s, method) for s in seeds]
+    data = [run_data(design, n, s, d=settings["d"], sigma=settings["sigma"],
+                     n_test=settings["n_test"]) for s in seeds]
+    try:
+        with _limits(settings.get("threads", 1)), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est = make_estimator(method, seed=seeds[0], settings=settings)
+            member_seeds = [draw_seeds(s, est.n_ensemble) for s in seeds]
+            start = time.perf_counter()
+            fits = est.fit_stacked([tr.y for tr, _ in data], [tr.t for tr, _ in data],
+                                   X=[tr.x for tr, _ in data],
+                                   W=None if data[0][0].w is None else [tr.w for tr, _ in data],
+                                   seeds=member_seeds)
+            seconds = (time.perf_counter() - start) / len(seeds)
+            for row, fit, (train, test) in zip(rows, fits, data):
+                row["time_s"] = seconds
+                row.update(_metrics(fit, train.x, test.x, train.tau, test.tau,
+                                    settings["alpha"], population_ate(design)))
+    except Exception as exc:  # noqa: BLE001 - one failed stack must not end a long run
+        for row in rows:
+            row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+    return rows
+
+
+def _run_task(design, n, seeds, method, settings) -> list[dict]:
+    """One task of :func:`run_synthetic`: a stack of data sets, or one (design, n, seed)."""
+    if isinstance(seeds, list):
+        return run_stack(design, n, seeds, method, settings)
+    return [run_one(design, n, seeds, method, settings)]
+
+
+def _metrics(est, x, x_test, tau_train, tau_test, alpha: float, ate_true: float) -> dict:
+    """Accuracy and intervals of a fitted ``est``: √PEHE on the test units; the ATE, its error
+    and its interval's coverage against the population ATE ``ate_true`` (``ate_sample``: the
+    mean of tau over the training units)."""
     tau_hat = np.asarray(est.effect(x_test), dtype=float).reshape(-1)
     ate = float(np.asarray(est.ate(x), dtype=float).reshape(-1)[0])
-    ate_true = float(np.mean(tau_train))
     lo, hi = _interval(est.ate_interval, x, alpha)
     covered, width = interval_coverage(ate_true, lo, hi)
     tau_lo, tau_hi = _interval(est.effect_interval, x_test, alpha)
     tau_cov, tau_width = interval_coverage(tau_test, tau_lo, tau_hi)
     return dict(pehe=float(np.sqrt(np.mean((tau_hat - tau_test) ** 2))), ate=ate,
-                ate_true=ate_true, ate_error=ate - ate_true, ate_abs_error=abs(ate - ate_true),
+                ate_true=ate_true, ate_sample=float(np.mean(tau_train)),
+                ate_error=ate - ate_true, ate_abs_error=abs(ate - ate_true),
                 ate_lower=float(np.ravel(lo)[0]), ate_upper=float(np.ravel(hi)[0]),
                 ate_covered=covered, ate_width=width, tau_coverage=tau_cov, tau_width=tau_width)
 
@@ -412,13 +466,22 @@ def run_synthetic(designs, sizes, seeds, methods, *, settings: dict, progress: b
     -------
     raw : pandas.DataFrame (``ROW_COLUMNS``), summary : pandas.DataFrame, markdown : str
     """
-    tasks = [(d, int(n), int(s), m, dict(settings, threads=threads))
-             for d in designs for n in sizes for s in seeds for m in methods]
+    settings = dict(settings, threads=threads)
+    tasks = []
+    for d in designs:
+        for n in sizes:
+            for m in methods:
+                if stackable(m, settings):
+                    tasks += [(d, int(n), [int(s) for s in chunk], m, settings)
+                              for chunk in chunks(list(seeds), settings["stack"])]
+                else:
+                    tasks += [(d, int(n), int(s), m, settings) for s in seeds]
     start = time.perf_counter()
     bar = progress_bar(len(tasks), "synthetic", progress)
     try:
         with TaskPool(workers, threads) as pool:
-            rows = pool.map(run_one, tasks, lambda i, _: bar.update(1))
+            rows = [r for rs in pool.map(_run_task, tasks, lambda i, _: bar.update(1))
+                    for r in rs]
     finally:
         bar.close()
     wall = time.perf_counter() - start
@@ -450,7 +513,8 @@ def _settings_line(settings: dict) -> str:
     return (f"Settings: d={settings['d']}, sigma={settings['sigma']}, "
             f"{settings['n_test']} test units, intervals at {1 - settings['alpha']:.0%}, "
             f"CFR n_iter={n_iter}, tiny={settings['tiny']}, "
-            f"cfr_inference={settings['cfr_inference']}. ATE error on the training units; "
+            f"cfr_inference={settings['cfr_inference']}. ATE error and coverage against the "
+            f"population ATE; "
             f"√PEHE on the test units; — = the method returned no interval.")
 
 
@@ -526,6 +590,12 @@ def _options(p: argparse.ArgumentParser):
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--workers", type=int, default=1,
                    help="worker processes, each with --threads threads (default 1: inline)")
+    p.add_argument("--cfr-params", type=parse_cfr_params, default={},
+                   help='JSON object of keyword arguments for every CFR-family estimator, e.g. '
+                        '\'{"batch_size": 256}\'')
+    p.add_argument("--stack", type=_positive, default=1,
+                   help="CFR-family data sets trained together in one CFR.fit_stacked pass, "
+                        "each with the seeds of its own fit (default 1: one fit per data set)")
     add_threads_argument(p)
 
 
@@ -553,7 +623,8 @@ def add_parsers(sub) -> None:
 def run_command(args) -> str:
     """Run ``synthetic`` or ``coverage`` from parsed arguments; write files; return markdown."""
     settings = dict(n_iter=args.n_iter, tiny=args.tiny, d=args.d, sigma=args.sigma,
-                    n_test=args.n_test, alpha=args.alpha, cfr_inference=args.cfr_inference)
+                    n_test=args.n_test, alpha=args.alpha, cfr_inference=args.cfr_inference,
+                    stack=args.stack, cfr_params=args.cfr_params)
     for design in args.designs:  # fail fast on bad --d / --sigma, naming the argument
         try:
             simulate(design, 2, d=args.d, sigma=args.sigma, random_state=0)

@@ -13,11 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["ALPHA_GRID", "AUTO_EPOCHS", "AUTO_MAX_STEPS", "AUTO_MIN_STEPS", "CFRConfig",
-           "IPM_NAMES", "LOSSES", "MIN_WAIT_EPOCHS", "NORMALIZATIONS", "auto_n_iter"]
+           "IPM_NAMES", "LOSSES", "MIN_WAIT_EPOCHS", "NORMALIZATIONS", "SCALINGS", "auto_n_iter"]
 
 IPM_NAMES = ("wass", "wass2", "mmd2_lin", "mmd2_rbf")
 LOSSES = ("mse", "logloss")
 NORMALIZATIONS = ("divide", "none")
+#: How the covariates are scaled before the network (dowhy_cfr.tabular.FeatureScaler).
+SCALINGS = ("standard", "robust", "quantile")
 #: The candidates of ``alpha="auto"`` (standardised-outcome scale; measured, docs/parameters.md).
 ALPHA_GRID = (0.01, 0.05, 0.2)
 #: ``n_iter="auto"``: AUTO_EPOCHS passes over the training split, at least AUTO_MIN_STEPS and at
@@ -90,6 +92,7 @@ class CFRConfig:
     wass_backprop: bool = True  # cfrnet wass_bpt
     loss: str = "mse"  # "mse" (cfrnet l2) or "logloss" (cfrnet log)
     max_eval_units: int = 1024  # validation units in the validation IPM; x64 for the loss (ours)
+    scaling: str = "standard"  # covariate scaling before the network (ours; see SCALINGS)
 
     def validate(self) -> "CFRConfig":
         """Raise ``ValueError``/``TypeError`` naming the first invalid hyper-parameter."""
@@ -124,7 +127,8 @@ class CFRConfig:
             _require("patience", self.patience, self.patience >= 1,
                      "must be a positive integer or None (no early stop)")
         for name, value, allowed in (("ipm", self.ipm, IPM_NAMES), ("loss", self.loss, LOSSES),
-                                     ("normalization", self.normalization, NORMALIZATIONS)):
+                                     ("normalization", self.normalization, NORMALIZATIONS),
+                                     ("scaling", self.scaling, SCALINGS)):
             _require(name, value, value in allowed, f"choose one of {', '.join(allowed)}")
         return self
 

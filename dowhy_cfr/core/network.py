@@ -3,7 +3,8 @@
 Every parameter carries a leading model axis ``K``: a ``CFRNet`` holds ``K`` independent networks
 of identical architecture and evaluates all of them with batched matrix products (``baddbmm``).
 Model ``k`` only ever sees its own slice of every weight, so the ``K`` networks do not interact;
-training them together is the same as training them one by one, only faster.
+training them together is the same as training them one by one up to float rounding (batched
+kernels may round a model's elements differently in a stack than alone), only faster.
 
 Architecture (Shalit et al. 2017, Fig. 1 and Sec. 5; reference configuration of the paper's code):
 
@@ -24,7 +25,6 @@ from torch import nn
 from torch.nn import functional as F
 
 from .config import NORMALIZATIONS, CFRConfig
-from .elementwise import elu
 
 __all__ = ["CFRNet", "NORMALIZATIONS", "predict"]
 
@@ -195,20 +195,15 @@ class CFRNet(nn.Module):
         ``params``: the K' models' head weights (:meth:`split_heads`, :meth:`select_heads`);
         all K models' by default.
 
-        Half the head arithmetic of :meth:`heads` for two arms. The arms' pre-activations share one
-        ELU call, padded per model (:mod:`.elementwise`), so a model computes the same for any K.
+        Half the head arithmetic of :meth:`heads` for two arms.
         """
-        sizes = [blk.shape[1] for blk in blocks]
         params = self.head_params() if params is None else params
         hs, last = list(blocks), len(params) - 1
         for i, (w, b) in enumerate(params):
-            w, b = w.unbind(1), b.unbind(1)
-            if i == last:  # a product-sum, not bmm: a matrix-vector bmm rounds differently for K=1
-                return torch.cat([(h * w[a].transpose(1, 2)).sum(-1) + b[a].squeeze(-1)
-                                  for a, h in enumerate(hs)], 1)
-            hs = elu(torch.cat([_stacked_matmul(h, w[a], b[a]) for a, h in enumerate(hs)],
-                               1)).split(sizes, 1)
-        raise AssertionError("unreachable: every head ends with its linear output layer")
+            hs = [_stacked_matmul(h, wa, ba) for h, wa, ba in zip(hs, w.unbind(1), b.unbind(1))]
+            if i < last:
+                hs = [F.elu(h) for h in hs]
+        return torch.cat(hs, 1).squeeze(-1)
 
     def forward(self, x: torch.Tensor):
         """Returns ``(phi, outputs)`` with outputs of shape (K, n_arms, B)."""

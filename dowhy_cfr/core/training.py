@@ -3,9 +3,10 @@ of Eq. 3 (:mod:`.objective`), for all models at once.
 
 The ``K`` objectives are summed before ``backward()``; since the models share no parameters and
 Adam updates each parameter element on its own, model k follows the trajectory it would follow
-alone with the same seed: the forward and backward passes bit for bit, the Adam update up to
-the last bit of the elements that the fused CPU kernel handles in its scalar tail (see
-:func:`.stopping.adam`). The parts beside the loop: batch sources (:mod:`.batches`),
+alone with the same seed, up to float rounding: batched kernels (matrix products, ELU, the fused
+Adam update of :func:`.stopping.adam`) may round a model's elements differently in a stack than
+alone, and like any rounding this grows over training (at most 7e-5 in the outputs after 200-300
+steps in the tests). The parts beside the loop: batch sources (:mod:`.batches`),
 checkpoints, early stopping and compaction (:mod:`.stopping`), defaults (:mod:`.config`).
 """
 
@@ -22,6 +23,7 @@ import torch
 
 from .batches import InMemoryBatches, StreamBatches, arm_counts
 from .config import LOSSES, CFRConfig
+from .groups import arm_count_groups
 from .network import CFRNet, predict
 from .objective import (Eq3Terms, arm_imbalance, arm_imbalance_blocks, eq3, factual,
                         factual_loss, sample_weights, weighted_loss_sum)
@@ -142,8 +144,9 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
         all-gather of the representations of every worker's batch).
 
     A model whose objective becomes non-finite stops, keeps its best checkpoint and is reported
-    in ``diverged`` (``failed`` if it had none yet); the other models train on exactly as if it
-    had never been in the stack. Only if every model fails is ``TrainingDivergedError`` raised.
+    in ``diverged`` (``failed`` if it had none yet); the other models train on as if it had never
+    been in the stack (up to float rounding). Only if every model fails is
+    ``TrainingDivergedError`` raised.
     """
     config = config.validate().with_steps(None if train_idx is None else train_idx.shape[-1])
     order = None
@@ -232,6 +235,7 @@ class StackedRun:
                                           device=device).reshape(k, n_arms)
         if not all(bool((self.take(self.t, val_idx) == a).any(1).all()) for a in range(n_arms)):
             raise ValueError("every model's validation split must contain every treatment arm")
+        self.arm_shares = self.shares  # the arms' shares of the training data
         if not config.reweight_sample:
             self.shares = torch.full_like(self.shares, 1.0 / n_arms)  # all weights 1
         init_seeds, batch_seeds = derive_seeds(seeds)
@@ -247,6 +251,7 @@ class StackedRun:
                 batch_seeds, n_arms, per_model_data)
         else:
             self.batches = StreamBatches(batch_source, k, x.dtype, device)
+        self.batch_shares = self._batch_shares()
         self._group_models()
         self.val_idx = _interleave_arms(val_idx, self.take(self.t, val_idx), n_arms)
         # the validation loss uses at most max_eval_units * 64 units (a stratified prefix), the
@@ -254,7 +259,7 @@ class StackedRun:
         # pass over hundreds of thousands of rows
         self.n_ipm_val = min(self.val_idx.shape[1], config.max_eval_units)
         self.val_idx = self.val_idx[:, : min(self.val_idx.shape[1], config.max_eval_units * 64)]
-        self._index_validation_ipm()
+        self.val_ipm_arms = self.take(self.t, self.val_idx[:, : self.n_ipm_val])
         n_train = None if train_idx is None else train_idx.shape[-1]
         self.checkpoints = Checkpoints(self.net, min_wait=config.min_wait(n_train),
                                        relative_patience=config.relative_patience)
@@ -298,8 +303,25 @@ class StackedRun:
                   [self.net.select_heads(models) for models in groups.models])
         return phi, groups.apply(phi, lambda blocks, g: self.net.factual_heads(blocks, params[g]))
 
+    def _batch_shares(self) -> torch.Tensor:
+        """The arm shares (K, n_arms) that give a training batch's weights (Algorithm 1, line 2).
+
+        Uniformly sampled batches (a stream) use the training shares ``u``: unbiased in
+        expectation. Batches with fixed arm counts ``c_a`` (of ``B``) use ``c_a / (B n_arms
+        target_a)`` instead, with ``target_a`` each arm's intended share of the loss (``1 /
+        n_arms`` with ``reweight_sample``, else ``u_a``): every batch then gives arm a exactly
+        ``target_a`` of its weight, even where ``c_a`` was rounded (up to the one unit of a rare
+        arm), where the training shares would give it ``c_a / (B n_arms u_a)``."""
+        counts = self.batches.counts
+        if counts is None:
+            return self.shares
+        counts = torch.as_tensor(counts, dtype=self.shares.dtype, device=self.shares.device)
+        n_arms = counts.shape[1]
+        target = self.arm_shares if not self.config.reweight_sample else 1.0 / n_arms
+        return counts / (counts.sum(1, keepdim=True) * n_arms * target)
+
     def batch_eq3(self, phi, pred, t, y) -> Eq3Terms:
-        risk = (sample_weights(t, self.shares)
+        risk = (sample_weights(t, self.batch_shares)
                 * factual_loss(pred, y, self.config.loss)).sum(1) / t.shape[1]
         if self.use_ipm and self.groups is not None:
             imb = self.groups.apply(phi, self._block_imbalance)
@@ -338,19 +360,8 @@ class StackedRun:
 
     def validation_imbalance(self, phi: torch.Tensor) -> torch.Tensor:
         """The IPM between the arms of each model's validation units (``phi``: the first
-        ``n_ipm_val``), on arm blocks: each model's rows sorted by arm, models grouped by their
-        arm counts (the treated x control block instead of the whole masked (n x n) matrix: a
-        sixth of the work at 20% treated)."""
-        order = self.val_ipm_order.unsqueeze(-1).expand(-1, -1, phi.shape[-1])
-        return self.val_ipm_groups.apply(phi.gather(1, order), self._block_imbalance)
-
-    def _index_validation_ipm(self) -> None:
-        """The arm order and the arm-count groups of the validation IPM's units, which change
-        only when models leave the stack."""
-        arms = self.take(self.t, self.val_idx[:, : self.n_ipm_val])
-        self.val_ipm_order = torch.argsort(arms, dim=1, stable=True)
-        counts = _arm_totals(arms, self.n_arms).cpu().numpy()
-        self.val_ipm_groups = arm_count_groups(counts, arms.device)
+        ``n_ipm_val``, whose arms are ``val_ipm_arms``)."""
+        return arm_imbalance(phi, self.val_ipm_arms, self.n_arms, self.ipm_kw)
 
     # -- bookkeeping between steps --------------------------------------------------------------
     def after_step(self, step: int, terms: Eq3Terms) -> None:
@@ -402,9 +413,10 @@ class StackedRun:
         self.batches.keep(keep_t)
         self._group_models()
         self.alpha, self.wd, self.shares = self.alpha[keep_t], self.wd[keep_t], self.shares[keep_t]
+        self.batch_shares, self.arm_shares = self.batch_shares[keep_t], self.arm_shares[keep_t]
         self.val_idx, self.running = self.val_idx[keep_t], self.running[:, keep_t]
+        self.val_ipm_arms = self.val_ipm_arms[keep_t]
         self.live = self.live[keep]
-        self._index_validation_ipm()
 
     def _record(self, step: int, train: np.ndarray, terms: Eq3Terms) -> None:
         """One row per evaluation; models no longer training get NaN."""
@@ -445,50 +457,10 @@ class StackedRun:
                            diverged=self.diverged.copy(), failed=failed)
 
 
-@dataclass
-class ArmGroups:
-    """The models of a stack grouped by their rows' arm counts: models of a group share the
-    shapes of the per-arm heads and of the IPM's blocks."""
-
-    counts: list  # per group: the units of each arm
-    models: list  # per group: the stack positions of its models (long tensor)
-    sizes: list | None  # per group: its number of models, if the groups are consecutive ranges
-    inverse: torch.Tensor | None  # else: the permutation from group order back to stack order
-
-    def apply(self, phi: torch.Tensor, fn: Callable) -> torch.Tensor:
-        """``fn(arm blocks of Phi, group index)`` for each group, concatenated in stack order.
-        Consecutive groups take views of ``phi`` and need no reordering; others take copies."""
-        if self.sizes is not None:
-            pieces = phi.split(self.sizes, 0) if len(self.sizes) > 1 else (phi,)
-        else:
-            pieces = [phi.index_select(0, models) for models in self.models]
-        outs = [fn(piece.split(counts, 1), g)
-                for g, (piece, counts) in enumerate(zip(pieces, self.counts))]
-        if len(outs) == 1:
-            return outs[0]
-        out = torch.cat(outs, 0)
-        return out if self.inverse is None else out.index_select(0, self.inverse)
-
-
-def arm_count_groups(counts: np.ndarray, device) -> ArmGroups:
-    """Group a stack's models by their rows' arm counts ``counts`` (K, n_arms), groups in the
-    lexicographic order of their counts (:func:`stack_order` sorts a stack that way)."""
-    uniq, inverse = np.unique(counts, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    models = [np.flatnonzero(inverse == g) for g in range(len(uniq))]
-    consecutive = bool((np.diff(inverse) >= 0).all())
-    order = np.concatenate(models)
-    return ArmGroups(counts=[[int(c) for c in row] for row in uniq],
-                     models=[torch.as_tensor(m, device=device) for m in models],
-                     sizes=[len(m) for m in models] if consecutive else None,
-                     inverse=None if consecutive else torch.as_tensor(np.argsort(order),
-                                                                      device=device))
-
-
 def stack_order(t: torch.Tensor, train_idx: torch.Tensor, batch_size: int, n_arms: int,
                 per_model_data: bool) -> np.ndarray | None:
     """The order of a stack's models that makes each group of equal batch arm counts a
-    consecutive range (:class:`ArmGroups`: the heads then take views of the weights instead of
+    consecutive range (:class:`.groups.ArmGroups`: the heads then take views of the weights instead of
     copies), stable; None if the given order already does."""
     t, train_idx = t.cpu().long(), train_idx.cpu().long()
     arms = t if per_model_data else t.unsqueeze(0).expand(train_idx.shape[0], -1)

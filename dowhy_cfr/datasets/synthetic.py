@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["DESIGNS", "SyntheticData", "simulate", "design_functions", "trim"]
+__all__ = ["DESIGNS", "SyntheticData", "simulate", "design_functions", "trim", "population_ate"]
 
 #: Design names, in order.
 DESIGNS = ("A", "B", "C", "D", "E")
@@ -99,6 +99,30 @@ def _design_e(x, w):
 
 
 _FUNCTIONS = {"A": _design_a, "B": _design_b, "C": _design_c, "D": _design_d, "E": _design_e}
+
+
+def _softplus_normal_mean(scale: float = 1.0) -> float:
+    """``E[log(1 + exp(s Z))]``, Z ~ N(0, 1), by 80-point Gauss-Hermite quadrature."""
+    nodes, weights = np.polynomial.hermite_e.hermegauss(80)
+    return float(np.sum(weights * _softplus(scale * nodes)) / np.sqrt(2.0 * np.pi))
+
+
+def population_ate(design: str) -> float:
+    """The population average effect ``E[tau(X)]`` of a design (any ``d``, ``sigma``).
+
+    A: ``E[(x1 + x2) / 2] = 1/2`` (uniform covariates); B and E: ``E[x1 + softplus(x2)] =
+    E[softplus(Z)]`` (quadrature); C: 1; D: ``E[max(Z_3, 0)] - E[max(Z_2, 0)]`` with
+    ``Z_k ~ N(0, k)``, i.e. ``(sqrt(3) - sqrt(2)) / sqrt(2 pi)``. What an interval of the ATE
+    should cover, as opposed to the mean of ``tau`` over the sampled units.
+    """
+    design = _check_design(design)
+    if design == "A":
+        return 0.5
+    if design == "C":
+        return 1.0
+    if design == "D":
+        return float((np.sqrt(3.0) - np.sqrt(2.0)) / np.sqrt(2.0 * np.pi))
+    return _softplus_normal_mean()
 
 
 def design_functions(design: str):
