@@ -29,10 +29,10 @@ all use these functions.
 
 References
 ----------
-.. [1] V. Chernozhukov et al. "Double/debiased machine learning for treatment and structural
-   parameters." The Econometrics Journal 21(1), 2018.
-.. [2] E. H. Kennedy. "Towards optimal doubly robust estimation of heterogeneous causal
-   effects." Electronic Journal of Statistics 17(2), 2023.
+* [1] V. Chernozhukov et al. "Double/debiased machine learning for treatment and structural
+  parameters." The Econometrics Journal 21(1), 2018.
+* [2] E. H. Kennedy. "Towards optimal doubly robust estimation of heterogeneous causal
+  effects." Electronic Journal of Statistics 17(2), 2023.
 """
 
 from __future__ import annotations

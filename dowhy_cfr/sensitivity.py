@@ -4,8 +4,8 @@ The AIPW averages of :mod:`dowhy_cfr.debiased` assume that the covariates X cont
 cause of treatment and outcome. If a confounder :math:`U` is missing, they estimate the *short*
 parameter :math:`\theta` (defined with :math:`g(T, X) = E[Y \mid T, X]`) instead of the *long* one
 :math:`\theta_s` (with :math:`g_s(T, X, U) = E[Y \mid T, X, U]`), the causal effect.
-Chernozhukov, Cinelli, Newey, Sharma & Syrgkanis [CCNSS2022]_ bound the gap with two numbers the
-data identify and three the analyst chooses.
+Chernozhukov, Cinelli, Newey, Sharma & Syrgkanis [1] bound the gap with two numbers the data
+identify and three the analyst chooses.
 
 Every target here is a linear functional of the regression, :math:`\theta = E[m(W, g)]`, with a
 Riesz representer :math:`\alpha(T, X)`, :math:`E[m(W, f)] = E[\alpha f]` for every :math:`f(T, X)`
@@ -24,10 +24,10 @@ Riesz representer :math:`\alpha(T, X)`, :math:`E[m(W, f)] = E[\alpha f]` for eve
         \alpha = \frac{1}{p_0}\Big(t_{a_1}\frac{e_{a_0}}{e_{a_1}} - t_{a_0}\Big) .
 
 (For the ATT, :math:`E[\alpha f] = E[e_{a_1}(X)(f(a_1, X) - f(a_0, X))] / p_1 = E[m(W, f)]`; in
-the binary case :math:`\alpha = t/p_1 - (1 - t)\,e/(p_1 (1 - e))`, [CCNSS2022]_.) The AIPW estimate
+the binary case :math:`\alpha = t/p_1 - (1 - t)\,e/(p_1 (1 - e))`, [1].) The AIPW estimate
 :math:`\theta = E[m(W, g) + \alpha (Y - g)]` of :func:`~dowhy_cfr.debiased.aipw_terms` is this
 representation. With :math:`U` the same holds with :math:`g_s` and the long representer
-:math:`\alpha_s(T, X, U)` (propensities given X and U), and ([CCNSS2022]_)
+:math:`\alpha_s(T, X, U)` (propensities given X and U), and ([1])
 
 .. math::
 
@@ -47,7 +47,7 @@ representation. With :math:`U` the same holds with :math:`g_s` and the long repr
 * :math:`\rho \in [-1, 1]` is the correlation of the two errors; :math:`|\rho| = 1` (the default)
   is the adversarial worst case.
 
-:math:`\sigma^2` and :math:`\nu^2` are estimated with Neyman-orthogonal scores ([CCNSS2022]_;
+:math:`\sigma^2` and :math:`\nu^2` are estimated with Neyman-orthogonal scores ([1];
 as EconML's ``DRLearner``): :math:`\hat\sigma^2 = \frac1n\sum_i 1[t_i \in \{a_0, a_1\}](y_i -
 \hat\mu_{t_i}(x_i))^2` (units at other arms, where :math:`\alpha = \alpha_s = 0`, play no part) and
 :math:`\hat\nu^2 = \frac1n\sum_i 2 m(W_i, \hat\alpha) - \hat\alpha_i^2` (:math:`E[m(W, \alpha)] =
@@ -57,7 +57,7 @@ and their confidence bounds :math:`\theta_- - z_{1-\alpha/2}\,\mathrm{se}(\theta
 :math:`\theta_+ + z_{1-\alpha/2}\,\mathrm{se}(\theta_+)` with standard errors by the delta method
 from the joint influence functions of :math:`(\hat\theta, \hat\sigma^2, \hat\nu^2)`.
 :func:`robustness_value` is the confounding strength :math:`c_y = c_t = r` (with :math:`\rho = 1`)
-at which a bound reaches the null hypothesis (the robustness value of Cinelli & Hazlett [CH2020]_).
+at which a bound reaches the null hypothesis (the robustness value of Cinelli & Hazlett [2]).
 
 Numbers and meanings follow EconML 0.17's ``DRLearner.sensitivity_interval``,
 ``robustness_value`` and ``sensitivity_summary`` (the ATE, each arm against the control); the ATT
@@ -66,10 +66,10 @@ explains how to read the results.
 
 References
 ----------
-.. [CCNSS2022] V. Chernozhukov, C. Cinelli, W. Newey, A. Sharma, V. Syrgkanis. "Long story short:
-   omitted variable bias in causal machine learning." NBER Working Paper 30302, 2022 (arXiv:2112.13398).
-.. [CH2020] C. Cinelli, C. Hazlett. "Making sense of sensitivity: extending omitted variable bias."
-   Journal of the Royal Statistical Society B 82(1), 2020 (the robustness value).
+* [1] V. Chernozhukov, C. Cinelli, W. Newey, A. Sharma, V. Syrgkanis. "Long story short: omitted
+  variable bias in causal machine learning." NBER Working Paper 30302, 2022 (arXiv:2112.13398).
+* [2] C. Cinelli, C. Hazlett. "Making sense of sensitivity: extending omitted variable bias."
+  Journal of the Royal Statistical Society B 82(1), 2020 (the robustness value).
 """
 
 from __future__ import annotations

@@ -26,14 +26,14 @@ choices for users.
 
 References
 ----------
-.. [1] D. Holzmüller, L. Grinsztajn, I. Steinwart. "Better by default: strong pre-tuned MLPs and
-   boosted trees on tabular data." NeurIPS 37, 2024 (RealMLP; section "Robust scale + smooth
-   clip").
-.. [2] J. Josse, N. Prost, E. Scornet, G. Varoquaux. "On the consistency of supervised learning
-   with missing values." arXiv:1902.06931, 2019 (impute, add the missingness indicator, then
-   learn).
-.. [3] A. Perez-Lebel, G. Varoquaux, M. Le Morvan, J. Josse, J.-B. Poline. "Benchmarking
-   missing-values approaches for predictive models on health databases." GigaScience 11, 2022.
+* [1] D. Holzmüller, L. Grinsztajn, I. Steinwart. "Better by default: strong pre-tuned MLPs and
+  boosted trees on tabular data." NeurIPS 37, 2024 (RealMLP; section "Robust scale + smooth
+  clip").
+* [2] J. Josse, N. Prost, E. Scornet, G. Varoquaux. "On the consistency of supervised learning
+  with missing values." arXiv:1902.06931, 2019 (impute, add the missingness indicator, then
+  learn).
+* [3] A. Perez-Lebel, G. Varoquaux, M. Le Morvan, J. Josse, J.-B. Poline. "Benchmarking
+  missing-values approaches for predictive models on health databases." GigaScience 11, 2022.
 """
 
 from __future__ import annotations

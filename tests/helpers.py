@@ -45,3 +45,24 @@ def core_data(n=200, seed=0):
     y = x[:, 0] + t * (1 + x[:, 1]) + 0.1 * torch.randn(n, generator=g)
     perm = torch.randperm(n, generator=g)
     return x, t, y, perm[:140], perm[140:]
+
+
+def sqrt_pehe(tau_hat, tau) -> float:
+    """sqrt(PEHE): the root mean squared error of unit-level effects."""
+    return float(np.sqrt(np.mean((np.asarray(tau_hat) - np.asarray(tau)) ** 2)))
+
+
+def slope(x, tau_hat) -> float:
+    """Least-squares slope of ``tau_hat`` on ``x``: 1 for effects 1 + x1 recovered, 0.5 for a fit
+    with half the true slope, ~0 for an untrained network."""
+    return float(np.polyfit(np.asarray(x, dtype=float), np.asarray(tau_hat, dtype=float), 1)[0])
+
+
+def heads_effect(est, X_fit, X=None, *, T0=0, T1=1):
+    """The heads' own effects ``h_T1 - h_T0`` at ``X`` (default ``X_fit``), without the doubly
+    robust shift: with ``debias="aipw"`` every effect is shifted by one constant (the AIPW ATE
+    minus the plug-in mean over the fitted units ``X_fit``), which makes ``ate()`` right whatever
+    the heads learned; tests of the network itself take it off again. Public API only."""
+    shift = est.ate(X_fit, T0=T0, T1=T1) - est.average_effect(T0=T0, T1=T1,
+                                                              debiased=False).estimate
+    return est.effect(X_fit if X is None else X, T0=T0, T1=T1) - shift

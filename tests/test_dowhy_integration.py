@@ -12,6 +12,15 @@ Margins below were measured with the TINY networks (CFR-MMD, 200 steps) on data 
     |ATE error| <= 0.17, |ATT error| <= 0.19, |ATC error| <= 0.19 (CFR; TARNet <= 0.15), while the
     naive difference in means is off by 2.1-2.25; estimated ATT - ATC 0.77-1.03 (truth 0.83-0.96);
     corr(cate, tau) >= 0.95 and corr(cate, W0) >= 0.83.
+
+Those doubly robust averages (the default, debias="aipw") are right whatever the heads learned:
+with an untrained network (n_iter=1) their errors were <= 0.21 too. The tests therefore also
+check the network itself, through the plug-in averages of the heads (``average_effect(...,
+debiased=False)``) and the correlation of the unit-level effects with tau (a constant shift does
+not change it). Measured (TINY, data seeds 0-5, CFR and TARNet): plug-in errors ATE <= 0.22,
+ATT <= 0.30, ATC <= 0.20, plug-in ATT - ATC 0.73-1.07, corr(cate, tau) 0.94-0.98; untrained:
+plug-in errors ATE >= 0.81, ATT >= 1.27, ATC >= 0.43, ATT - ATC within 0.012 of 0,
+corr(cate, tau) 0.10-0.41.
 """
 
 import os
@@ -35,6 +44,7 @@ TINY = dict(n_rep_layers=2, rep_dim=16, n_head_layers=1, head_dim=16, n_iter=200
             learning_rate=1e-2, ipm="mmd2_lin", verbose=0, random_state=0)
 COLS = ["W0", "W1", "X0"]
 TOL = 0.35  # ~1.8x the largest measured error (0.19); the naive estimate is off by > 2
+PLUGIN_TOL = 0.35  # the heads' plug-in ATE: measured errors <= 0.22 trained, >= 0.81 untrained
 
 
 # torch runs single-threaded in tests: see conftest.py
@@ -93,7 +103,9 @@ def test_backdoor_cfr_ate_and_unit_level_effects(setup, cfr_estimate):
     assert cate.shape == (len(df), 1)
     np.testing.assert_allclose(cate.ravel(), cfr.individual_effect(df[COLS]), rtol=1e-10)
     assert est.value == pytest.approx(cate.mean(), rel=1e-12)
-    assert np.corrcoef(cate.ravel(), tau)[0, 1] > 0.9
+    assert np.corrcoef(cate.ravel(), tau)[0, 1] > 0.9  # 0.976 here; untrained 0.10-0.41
+    # the heads' own average (no doubly robust shift): 0.069 off here, untrained 0.85 off
+    assert abs(cfr.average_effect(debiased=False).estimate - tau.mean()) < PLUGIN_TOL
     # tau depends on the confounder W0, which is not an effect modifier: only a representation
     # that sees W0 can reproduce that (an X0-only CATE would be uncorrelated with W0)
     assert np.corrcoef(cate.ravel(), df.W0)[0, 1] > 0.7
@@ -124,6 +136,13 @@ def test_att_atc_select_the_right_units(setup, cfr_estimate):
     assert list(res["att"].cate_index) == list(df.index[t])
     # truth: ATT - ATC = 0.83; measured estimates 0.77-1.03
     assert res["att"].value - res["atc"].value > 0.5
+    # the same from the heads alone (plug-in; the doubly robust ATT and ATC above are right for
+    # an untrained network too). Measured here: errors ATT 0.072, ATC 0.066, ATT - ATC 0.83;
+    # seeds 0-5, CFR and TARNet: <= 0.30, <= 0.20, 0.73-1.07; untrained: >= 1.27, >= 0.43, ~0
+    plugin = {tu: cfr.average_effect(tu, debiased=False).estimate for tu in ("att", "atc")}
+    assert abs(plugin["att"] - true["att"]) < 0.4
+    assert abs(plugin["atc"] - true["atc"]) < 0.3
+    assert plugin["att"] - plugin["atc"] > 0.5
     # DoWhy's EconML wrapper would silently return the ATE for these strings
     assert abs(res["att"].value - res["ate"].value) > 0.2
 
@@ -196,6 +215,16 @@ def test_other_method_names(setup, method_name, model_cls, adapter_cls):
     assert type(est.estimator.estimator) is model_cls
     assert abs(est.value - tau.mean()) < TOL
     assert est.cate_estimates.shape == (len(df), 1)
+    _check_network(est, tau)
+
+
+def _check_network(est, tau):
+    """The heads of a DoWhy estimate's network, not only its doubly robust value: the plug-in
+    ATE and corr(unit-level effects, tau) (measured above: plug-in errors <= 0.22 and corr >=
+    0.94 trained; >= 0.81 and <= 0.41 untrained)."""
+    cfr = est.estimator.estimator
+    assert abs(cfr.average_effect(debiased=False).estimate - tau.mean()) < PLUGIN_TOL
+    assert np.corrcoef(est.cate_estimates.ravel(), tau)[0, 1] > 0.8
 
 
 def test_dotted_adapter_name_in_process(setup):
@@ -205,6 +234,7 @@ def test_dotted_adapter_name_in_process(setup):
     assert type(est.estimator) is TARNetEstimator
     assert type(est.estimator.estimator) is TARNet
     assert abs(est.value - tau.mean()) < TOL
+    _check_network(est, tau)
 
 
 def test_dotted_name_without_importing_dowhy_cfr():
@@ -226,15 +256,18 @@ def test_dotted_name_without_importing_dowhy_cfr():
                                 method_params={{"init_params": {TINY!r}}})
         assert "dowhy_cfr" in sys.modules
         print(type(est.estimator).__module__, type(est.estimator).__name__,
-              type(est.estimator.estimator).__name__, est.value)
+              type(est.estimator.estimator).__name__, est.value,
+              est.estimator.estimator.average_effect(debiased=False).estimate)
     """)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
-    mod, cls, inner, value = out.stdout.split()[-4:]
+    mod, cls, inner, value, plugin = out.stdout.split()[-5:]
     assert (mod, cls, inner) == ("dowhy_cfr.dowhy_adapter", "CFREstimator", "CFR")
     assert abs(float(value) - 2.0) < 0.3  # true effect 2; measured |error| <= 0.09 (seeds 0-3)
+    # the heads' plug-in: measured |error| <= 0.11 (seeds 0-3; 0.03 here), untrained 1.95
+    assert abs(float(plugin) - 2.0) < 0.3
 
 
 @pytest.mark.parametrize("cls", [CFR, TARNet])
@@ -248,6 +281,11 @@ def test_econml_dowhy_wrapper(cls):
     assert est.estimator.covariate_names == ["X0", "W0", "W1"]  # X and W both reach CFR
     # n = 600 and another column order: measured |ATE error| <= 0.31 on seeds 0-4 (0.05 here)
     assert abs(est.value - tau.mean()) < 0.5
+    # the network: measured (seeds 0-4, CFR/TARNet) plug-in error <= 0.21 (0.03/0.07 here) and
+    # corr(unit-level effects, tau) >= 0.94 (0.97/0.96); untrained >= 0.81 and <= 0.78 (0.42/0.66)
+    cfr = est.estimator.estimator
+    assert abs(cfr.average_effect(debiased=False).estimate - tau.mean()) < PLUGIN_TOL
+    assert np.corrcoef(est.cate_estimates.ravel(), tau)[0, 1] > 0.85
     # through est.dowhy, X and W together are CFR's covariates
     xw = np.hstack([df[["X0"]].to_numpy(), df[["W0", "W1"]].to_numpy()])
     np.testing.assert_allclose(dw.effect(xw), est.cate_estimates.ravel(), rtol=1e-10)
@@ -341,7 +379,14 @@ def test_confidence_intervals_with_econml_bootstrap(setup):
     assert est.get_standard_error() > 0
     ulo, uhi = est.cate_intervals
     assert ulo.shape == uhi.shape == est.cate_estimates.shape
-    assert np.all(ulo <= uhi)
+    assert np.all(ulo < uhi)
+    # EconML's pivot intervals from its refitted replicas (kept in the private _instances)
+    draws = np.stack([r.effect(treated) for r in cfr._inference._est._instances])
+    point = cfr.effect(treated)
+    np.testing.assert_allclose(ulo.ravel(), 2 * point - np.percentile(draws, 97.5, axis=0),
+                               rtol=1e-10)
+    np.testing.assert_allclose(uhi.ravel(), 2 * point - np.percentile(draws, 2.5, axis=0),
+                               rtol=1e-10)
     assert "95.0% confidence interval" in str(est)
 
 
@@ -410,7 +455,9 @@ def make_three_arms(n=900, seed=0):
 
 
 def test_multi_valued_treatment():
-    # measured on seeds 0-4: |error| <= 0.25 (arm 2 ATE), 0.10 (arm 1 ATE), 0.21 (arm 2 ATT)
+    # measured on seeds 0-4: |error| <= 0.25 (arm 2 ATE), 0.10 (arm 1 ATE), 0.21 (arm 2 ATT).
+    # The heads' plug-in errors (seeds 0-4): <= 0.14 (arm 2 ATE), 0.14 (arm 1), 0.24 (arm 2
+    # ATT), corr(effect of arm 1, tau1) >= 0.86; untrained: >= 1.92, 0.91, 1.93 and <= 0.62
     df, tau1, tau2 = make_three_arms()
     model = make_model(df)
     estimand = model.identify_effect(proceed_when_unidentifiable=True)
@@ -425,6 +472,12 @@ def test_multi_valued_treatment():
     assert abs(est1.value - tau1.mean()) < 0.45
     assert abs(att2.value - tau2[in2].mean()) < 0.45
     assert att2.cate_estimates.shape == (in2.sum(), 1)
+    cfr = est2.estimator.estimator
+    for t1, target, truth_ in ((2, "ate", tau2.mean()), (1, "ate", tau1.mean()),
+                               (2, "att", tau2[in2].mean())):
+        plugin = cfr.average_effect(target, T0=0, T1=t1, debiased=False).estimate
+        assert abs(plugin - truth_) < 0.45, (t1, target)
+    assert np.corrcoef(est1.cate_estimates.ravel(), tau1)[0, 1] > 0.75
     with pytest.raises(ValueError, match="single treatment level"):
         model.estimate_effect(estimand, method_name="cfr", treatment_value=[1, 2],
                               fit_estimator=False)

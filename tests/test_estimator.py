@@ -10,7 +10,7 @@ from sklearn.base import clone
 from sklearn.linear_model import LinearRegression
 
 from dowhy_cfr import CFR, TARNet
-from helpers import TINY, make_confounded
+from helpers import TINY, make_confounded, slope, sqrt_pehe
 
 
 @pytest.fixture(scope="module")
@@ -92,17 +92,27 @@ def test_same_seed_same_result_and_fresh_networks_each_fit():
 
 
 def test_recovers_heterogeneous_effect_much_better_than_difference_in_means():
-    """sqrt(PEHE) on a confounded design. Measured over data/model seeds 0-4: CFR 0.15-0.23,
-    difference in means 2.15-2.41 (ratio ~10x), ATE error <= 0.08; so the 3x and 0.25 margins
-    are wide."""
+    """The network itself (``debias=None``: no doubly robust shift, which makes the ATE right
+    whatever the heads learned), on fresh test units of a confounded design with tau = 1 + x1.
+
+    Measured (data seeds 1-5 with model seeds 0-4; the test is the first): the heads' sqrt(PEHE)
+    on fresh units 0.15-0.31 (0.239 here), slope of tau_hat on x1 0.93-1.01 (0.934), corr with
+    tau >= 0.97, plug-in ATE error <= 0.16 (0.052); an untrained network (n_iter=1): sqrt(PEHE)
+    1.37-1.42, slope 0.00, corr 0.44-0.91, ATE error 0.94-1.03; a fit with half the true slope:
+    sqrt(PEHE) 0.50, slope 0.5; the difference in means: sqrt(PEHE) 2.15-2.45.
+    """
     X, T, Y, tau = make_confounded(n=800, seed=1)
+    X_new, _, _, tau_new = make_confounded(n=2000, seed=100)
     est = CFR(n_rep_layers=2, rep_dim=48, n_head_layers=2, head_dim=48, n_iter=800,
-              batch_size=100, verbose=0, random_state=0).fit(Y, T, X=X)
-    pehe = np.sqrt(np.mean((est.effect(X) - tau) ** 2))
+              batch_size=100, verbose=0, random_state=0, debias=None).fit(Y, T, X=X)
+    tau_hat = est.effect(X_new)
+    assert sqrt_pehe(tau_hat, tau_new) < 0.4
+    assert 0.75 < slope(X_new[:, 1], tau_hat) < 1.25
+    assert np.corrcoef(tau_hat, tau_new)[0, 1] > 0.95
+    assert abs(est.average_effect(debiased=False).estimate - tau.mean()) < 0.25
+    assert est.ate(X) == pytest.approx(est.effect(X).mean())  # no shift with debias=None
     naive = Y[T == 1].mean() - Y[T == 0].mean()
-    pehe_naive = np.sqrt(np.mean((naive - tau) ** 2))
-    assert pehe < pehe_naive / 3
-    assert abs(est.ate(X) - tau.mean()) < 0.25
+    assert sqrt_pehe(est.effect(X), tau) < sqrt_pehe(naive, tau) / 5
 
 
 def test_W_confounders_reach_the_representation_and_final_stage_gives_cate_of_X():
@@ -168,9 +178,13 @@ def test_bootstrap_intervals_via_econml():
     est = CFR(**{**TINY, "n_iter": 20}).fit(
         Y, T, X=X, inference=BootstrapInference(n_bootstrap_samples=4, n_jobs=1))
     lo, hi = est.effect_interval(X[:5], alpha=0.1)
-    assert lo.shape == (5,) and np.all(lo <= hi)
+    assert lo.shape == (5,) and np.all(lo < hi)
+    # EconML's pivot interval of its refitted clones (kept in the private _instances)
+    draws = np.stack([r.effect(X[:5]) for r in est._inference._est._instances])
+    np.testing.assert_allclose(lo, 2 * est.effect(X[:5]) - np.percentile(draws, 95, axis=0))
+    np.testing.assert_allclose(hi, 2 * est.effect(X[:5]) - np.percentile(draws, 5, axis=0))
     lo, hi = est.ate_interval(X, alpha=0.1)
-    assert lo <= hi
+    assert lo < est.ate(X) < hi
     assert est._strata(Y, T, X=X).tolist() == T.tolist()
 
 

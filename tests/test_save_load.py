@@ -84,3 +84,46 @@ def test_errors_name_the_fix(tmp_path):
     assert not (tmp_path / "m.cfr").exists()
     seeded = CFR(**{**TINY, "random_state": np.int64(3)}).fit(Y, T, X=X)
     assert CFR.load(seeded.save(tmp_path / "s.cfr")).ate() == seeded.ate()
+
+
+def test_multi_arm_round_trip(tmp_path):
+    """Three arms (string labels): every pair's effects, the potential outcomes of each arm and
+    the doubly robust averages come back bit-identical."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(240, 3))
+    arm = rng.integers(0, 3, size=240)
+    Y = X[:, 0] + np.select([arm == 1, arm == 2], [1 + X[:, 1], -2.0], 0) + rng.normal(size=240)
+    labels = np.array(["ctrl", "drugA", "drugB"])[arm]
+    est = CFR(**TINY).fit(Y, labels, X=X)
+    loaded = CFR.load(est.save(tmp_path / "three.cfr"))
+    np.testing.assert_array_equal(loaded.const_marginal_effect(X), est.const_marginal_effect(X))
+    for t0, t1 in (("ctrl", "drugA"), ("ctrl", "drugB"), ("drugA", "drugB")):
+        np.testing.assert_array_equal(loaded.effect(X, T0=t0, T1=t1), est.effect(X, T0=t0, T1=t1))
+        for debiased in (True, False):
+            a, b = (e.average_effect(T0=t0, T1=t1, debiased=debiased) for e in (loaded, est))
+            assert (a.estimate, a.stderr, a.plugin) == pytest.approx(
+                (b.estimate, b.stderr, b.plugin), rel=1e-12, nan_ok=True)
+    outs = loaded.predict_outcomes(X)
+    assert len(outs) == 3
+    for a, b in zip(outs, est.predict_outcomes(X)):
+        np.testing.assert_array_equal(a, b)
+    assert loaded.ate_interval(T0="ctrl", T1="drugB") == est.ate_interval(T0="ctrl", T1="drugB")
+    with pytest.raises(ValueError, match="drugC"):
+        loaded.effect(X, T0="ctrl", T1="drugC")
+
+
+def test_fit_chunks_round_trip(tmp_path):
+    """A model trained from chunks (no fitted units kept, plug-in effects) predicts the same
+    after loading."""
+    X, T, Y, _ = make_confounded(n=300, seed=1)
+    Xv, Tv, Yv, _ = make_confounded(n=100, seed=2)
+    chunks = [(Y[i:i + 100], T[i:i + 100], X[i:i + 100]) for i in range(0, 300, 100)]
+    est = CFR(**TINY).fit_chunks(chunks, validation=(Yv, Tv, Xv))
+    loaded = CFR.load(est.save(tmp_path / "chunks.cfr"))
+    assert type(loaded) is CFR and loaded.get_params() == est.get_params()
+    np.testing.assert_array_equal(loaded.effect(Xv), est.effect(Xv))
+    np.testing.assert_array_equal(loaded.transform(X[:7]), est.transform(X[:7]))
+    for a, b in zip(loaded.predict_outcomes(X), est.predict_outcomes(X)):
+        np.testing.assert_array_equal(a, b)
+    assert loaded.ate(Xv) == est.ate(Xv)
+    pd.testing.assert_frame_equal(loaded.history_, est.history_)

@@ -7,7 +7,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from dowhy_cfr import CFR
-from helpers import TINY, make_confounded
+from helpers import TINY, make_confounded, slope, sqrt_pehe
 
 PARAMS = {**TINY, "n_iter": 300, "eval_every": 50}
 
@@ -18,13 +18,21 @@ def _chunks(X, T, Y, size):
 
 def test_chunks_recover_effects_like_in_memory_fit():
     """Measured (data seeds 0-2): sqrt(PEHE) 0.24-0.34 from chunks vs 0.29-0.37 in memory on
-    the same units; naive difference in means 2.28-2.34. Margin: 3x below naive."""
+    the same units; naive difference in means 2.28-2.34.
+
+    fit_chunks has no doubly robust shift: ``effect`` is the heads'. On fresh units (data and
+    model seeds 0-4; the test is seed 0): sqrt(PEHE) 0.26-0.38 (0.261 here), slope of tau_hat on
+    x1 0.77-0.86 (0.857), ATE error <= 0.15 (0.023); an untrained network (n_iter=1): 1.37-1.42,
+    slope ~0, ATE error 0.92-1.01; a fit with half the true slope: 0.50 and 0.5. (The old margin,
+    a third of the naive 2.3, passed the half-slope fit.)"""
     X, T, Y, tau = make_confounded(n=1200, seed=0)
     Xv, Tv, Yv, _ = make_confounded(n=300, seed=1)
+    X_new, _, _, tau_new = make_confounded(n=2000, seed=100)
     est = CFR(**PARAMS).fit_chunks(_chunks(X, T, Y, 250), validation=(Yv, Tv, Xv))
-    pehe = np.sqrt(np.mean((est.effect(X) - tau) ** 2))
-    naive = np.sqrt(np.mean((Y[T == 1].mean() - Y[T == 0].mean() - tau) ** 2))
-    assert pehe < naive / 3
+    tau_hat = est.effect(X_new)
+    assert sqrt_pehe(tau_hat, tau_new) < 0.42
+    assert 0.65 < slope(X_new[:, 1], tau_hat) < 1.35
+    assert abs(est.ate(X) - tau.mean()) < 0.3
     assert est.n_iter_ > 0 and est.history_["step"].iloc[0] == 0
     # statistics come from the training chunks, not the validation data
     pre = est.fitted_.preprocessing
@@ -92,3 +100,15 @@ def test_parquet_chunks_match_in_memory_chunks(tmp_path):
         parquet_chunks(path, y="y", t="dose")
     with pytest.raises(ValueError, match="batch_rows"):
         parquet_chunks(path, y="y", t="t", batch_rows=0)
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError,
+                   reason="fit_chunks' docstring: 'ate() without X averages over [the validation "
+                          "data]'; ate() raises 'X with 5 column(s) is required' instead (the "
+                          "mean effect over the validation units is computed but not used)")
+def test_ate_without_X_averages_over_the_validation_units():
+    X, T, Y, _ = make_confounded(n=300, seed=1)
+    Xv, Tv, Yv, _ = make_confounded(n=100, seed=2)
+    est = CFR(**{**PARAMS, "n_iter": 60}).fit_chunks(_chunks(X, T, Y, 100),
+                                                      validation=(Yv, Tv, Xv))
+    assert est.ate() == pytest.approx(est.effect(Xv).mean(), rel=1e-10)
