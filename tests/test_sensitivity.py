@@ -331,7 +331,7 @@ def three_arm_fit():
 def test_estimator_matches_econml_drlearner_on_the_same_nuisances(fit, levels, request):
     """End to end: CFR's methods and EconML's DRLearner fed CFR's own mu and e give the same
     bounds (measured: equal to 4e-16) and robustness values (EconML bisects to 1e-6 in the bound;
-    measured: at most 1.8e-6 apart, relative 2e-5; the target was 5%). With the in-sample
+    measured: at most 7.6e-6 apart, relative 3.6e-5; the target was 5%). With the in-sample
     mu_plugin instead of the stage's out-of-fold mu the bounds differ by 0.04."""
     est, T = request.getfixturevalue(fit)
     stage = est.fitted_.debiased
@@ -344,7 +344,7 @@ def test_estimator_matches_econml_drlearner_on_the_same_nuisances(fit, levels, r
                 dr.sensitivity_interval(level, **kw), rel=1e-9, abs=1e-12)
         for kw in NULLS:
             ours, theirs = est.robustness_value(level, **kw), dr.robustness_value(level, **kw)
-            assert ours == pytest.approx(theirs, abs=1e-5)
+            assert ours == pytest.approx(theirs, abs=5e-5)
             assert abs(ours - theirs) <= 0.05 * theirs
         smry = str(dr.sensitivity_summary(level, c_y=0.1, c_t=0.2))
         for value in est.sensitivity_summary(level, c_y=0.1, c_t=0.2).to_frame().iloc[0]:
