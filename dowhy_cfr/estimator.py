@@ -19,6 +19,7 @@ from . import _validation as V
 from .core import CFRConfig
 from .fitted import EncodedX
 from .inference import AverageEffectsMixin, CFRAIPWInference, CFRBootstrapInference
+from .sensitivity import SensitivityMixin
 
 __all__ = ["CFR", "TARNet"]
 
@@ -41,7 +42,7 @@ def _fitted(path: str, doc: str) -> property:
     return property(get, doc=doc)
 
 
-class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
+class CFR(AverageEffectsMixin, SensitivityMixin, TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
     """Counterfactual Regression (Shalit, Johansson & Sontag, ICML 2017) as an EconML estimator.
 
     A shared representation ``Phi`` of the covariates feeds one outcome head per treatment arm
