@@ -25,9 +25,11 @@ build plans and call these stages; every stage returns a new object.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -507,6 +509,19 @@ def assemble(settings: FitSettings, trained: Trained, data: FitData,
 
 
 # ============================================================================== entry points
+@contextlib.contextmanager
+def _beside(fn, *args):
+    """Run ``fn(*args)`` in a second thread while the block runs (the propensity cross-fit
+    beside the networks' training: both release the GIL, so on two cores they overlap); yields
+    the future (None when ``fn`` is None). Errors surface at ``future.result()``."""
+    if fn is None:
+        yield None
+        return
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        yield pool.submit(fn, *args)
+
+
+
 def fit(est, Y, T, X, W=None, groups=None) -> FittedCFR:
     """What ``est.fit(Y, T, X=X, W=W)`` stores: ``n_ensemble`` networks trained together (the
     cross-fitting folds when ``est.cross_fit``; the best alpha's when ``est.alpha`` is a grid),
@@ -521,10 +536,11 @@ def fit(est, Y, T, X, W=None, groups=None) -> FittedCFR:
             raise ValueError(f"alpha={est.alpha!r} (selection) needs a binary treatment; T has "
                              f"{data.encoding.n_arms} arms: give a number")
         plans = P.candidates(plans, "alpha", grid)
-    trained = train_members(settings, plans, datasets=[data],
-                            on_failure="drop" if grid is None else "flag")
-    propensity = (propensity_of(settings, data, seeds[0])
-                  if settings.debias is not None or grid is not None else None)
+    need_propensity = settings.debias is not None or grid is not None
+    with _beside(propensity_of if need_propensity else None, settings, data, seeds[0]) as future:
+        trained = train_members(settings, plans, datasets=[data],
+                                on_failure="drop" if grid is None else "flag")
+    propensity = future.result() if need_propensity else None
     scores = None
     if grid is not None:
         trained, scores = select_alpha(settings, trained, data, propensity, len(seeds))
