@@ -1,8 +1,10 @@
-"""The documentation builds with Sphinx without a single warning (``sphinx-build -W``).
+"""The documentation builds with Sphinx without a single warning (``sphinx-build -W``), and its
+reference documents every public class and function.
 
-Needs the ``docs`` extra (``pip install -e ".[docs]"``: sphinx, myst-parser, sphinx-rtd-theme);
-skipped without it. The API pages import the package (autodoc), so a broken docstring shows up
-here as a warning.
+The build needs the ``docs`` extra (``pip install -e ".[docs]"``: sphinx, myst-parser,
+sphinx-rtd-theme) and is skipped without it. The API pages import the package (autodoc), so a
+broken docstring shows up here as a warning. The code blocks of the pages and the README run in
+``tests/test_code_blocks.py``.
 """
 
 from __future__ import annotations
