@@ -11,7 +11,10 @@ Run ``python -m dowhy_cfr.demo`` (options: ``--realization``, ``--n-iter``, ``--
 3. DoWhy's five re-estimating refuters on the CFR estimate -- placebo treatment, data subset,
    bootstrap, random common cause, dummy outcome -- at DoWhy's default of 100 simulations each,
    called exactly as for any DoWhy estimate; each refuter's simulations train as one stack
-   (:mod:`dowhy_cfr.stacked_refuters`), and one line says what its result means;
+   (:mod:`dowhy_cfr.stacked_refuters`), and one line says what its result means; then how strong
+   a hidden confounder would have to be to move the estimate to zero (DoWhy's
+   ``add_unobserved_common_cause`` with ``simulation_method="non-parametric-partial-R2"``, from
+   CFR's doubly robust stage: :mod:`dowhy_cfr.dowhy_sensitivity`);
 4. the representation-balance refuter (``method_name="representation_balance"``) for both.
 
 With the defaults it trains 2 + 5 * 100 networks; run times are in ``docs/refutation.md``.
@@ -69,6 +72,19 @@ def _show_projection(cfr, df: pd.DataFrame, columns: list[str], tau: np.ndarray)
     print(f"\nHow the CFR effect varies with {', '.join(columns)}: best_linear_projection "
           f"(95% intervals; 'true': the same projection of the true effects)")
     print(blp[["estimate", "ci_lower", "ci_upper", "true"]].round(3).to_string())
+
+
+def _show_sensitivity(model, estimand, estimate) -> None:
+    """The robustness values of the CFR estimate (DoWhy's add_unobserved_common_cause refuter,
+    non-parametric partial R^2, from CFR's doubly robust stage; docs/sensitivity.md)."""
+    res = model.refute_estimate(estimand, estimate, method_name="add_unobserved_common_cause",
+                                simulation_method="non-parametric-partial-R2",
+                                plot_estimate=False)
+    rv_ci = estimate.estimator.estimator.robustness_value()  # EconML's: two-sided 95% bound
+    print(f"add_unobserved_common_cause: a hidden confounder explaining {res.RV:.0%} of the "
+          f"residual variation of both the outcome and the treatment's Riesz representer would "
+          f"move the ATE estimate to 0;\n  {rv_ci:.0%} would make it insignificant (its 95% "
+          f"confidence bound reaches 0; docs/sensitivity.md)")
 
 
 def main(argv=None) -> int:
@@ -157,6 +173,7 @@ def main(argv=None) -> int:
                  seed=args.seed, callback=show)
     print("(p-values: DoWhy's test of the estimate against the simulations' spread; how to read "
           "them for a stochastic estimator: docs/refutation.md)")
+    _show_sensitivity(model, estimand, cfr)
 
     _rule("4. Refute: representation balance (IPM between treated and control)")
     for name, est in estimates.items():

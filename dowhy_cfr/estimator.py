@@ -19,6 +19,7 @@ from . import _validation as V
 from .core import CFRConfig
 from .fitted import EncodedX
 from .inference import AverageEffectsMixin, CFRAIPWInference, CFRBootstrapInference
+from .sensitivity import SensitivityMixin
 
 __all__ = ["CFR", "TARNet"]
 
@@ -41,7 +42,41 @@ def _fitted(path: str, doc: str) -> property:
     return property(get, doc=doc)
 
 
-class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
+class _UnitPredictions:
+    """What the fitted networks say about single units: effects, potential outcomes and the
+    representation (mixed into :class:`CFR`)."""
+
+    def individual_effect(self, X=None, W=None):
+        """Unit-level effects ``tau(x_i, w_i)`` from the heads (ensemble mean, plus the debiasing
+        shift). Shape (m,) for a binary treatment; (m, n_arms - 1) (each arm vs control) otherwise.
+        """
+        fitted = self._check_fitted()
+        tau = fitted.unit_effects(fitted.features(X, W))
+        return tau[:, 0] if tau.shape[1] == 1 else tau
+
+    def predict_outcomes(self, X=None, W=None):
+        """Predicted potential outcomes ``(mu0, mu1)`` at ``X`` (and ``W``), each shape (m,).
+
+        One array per treatment arm, in the order of the categories (control first). For binary
+        outcomes these are probabilities. Averaged over the ensemble; with ``debias="aipw"`` each
+        arm is shifted by its AIPW correction (``mu1 - mu0`` is ``individual_effect``).
+        """
+        fitted = self._check_fitted()
+        return tuple(fitted.potential_outcomes(fitted.features(X, W)))
+
+    def transform(self, X=None, W=None, *, member: int = 0):
+        """The learned representation ``Phi(x)``, shape (m, rep_dim), of one ensemble member."""
+        fitted = self._check_fitted()
+        return fitted.representation(fitted.features(X, W), member)
+
+    def representation_at_init(self, X=None, W=None, *, member: int = 0):
+        """``Phi(x)`` of the same network before training (same seed), shape (m, rep_dim)."""
+        fitted = self._check_fitted()
+        return fitted.representation(fitted.features(X, W), member, at_init=True)
+
+
+class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpansionMixin,
+          LinearCateEstimator, BaseEstimator):
     """Counterfactual Regression (Shalit, Johansson & Sontag, ICML 2017) as an EconML estimator.
 
     A shared representation ``Phi`` of the covariates feeds one outcome head per treatment arm
@@ -349,34 +384,6 @@ class CFR(AverageEffectsMixin, TreatmentExpansionMixin, LinearCateEstimator, Bas
         else:
             tau = fitted.cate(X)
         return tau[:, None, :] if self._d_y else tau
-
-    def individual_effect(self, X=None, W=None):
-        """Unit-level effects ``tau(x_i, w_i)`` from the heads (ensemble mean, plus the debiasing
-        shift). Shape (m,) for a binary treatment; (m, n_arms - 1) (each arm vs control) otherwise.
-        """
-        fitted = self._check_fitted()
-        tau = fitted.unit_effects(fitted.features(X, W))
-        return tau[:, 0] if tau.shape[1] == 1 else tau
-
-    def predict_outcomes(self, X=None, W=None):
-        """Predicted potential outcomes ``(mu0, mu1)`` at ``X`` (and ``W``), each shape (m,).
-
-        One array per treatment arm, in the order of the categories (control first). For binary
-        outcomes these are probabilities. Averaged over the ensemble; with ``debias="aipw"`` each
-        arm is shifted by its AIPW correction (``mu1 - mu0`` is ``individual_effect``).
-        """
-        fitted = self._check_fitted()
-        return tuple(fitted.potential_outcomes(fitted.features(X, W)))
-
-    def transform(self, X=None, W=None, *, member: int = 0):
-        """The learned representation ``Phi(x)``, shape (m, rep_dim), of one ensemble member."""
-        fitted = self._check_fitted()
-        return fitted.representation(fitted.features(X, W), member)
-
-    def representation_at_init(self, X=None, W=None, *, member: int = 0):
-        """``Phi(x)`` of the same network before training (same seed), shape (m, rep_dim)."""
-        fitted = self._check_fitted()
-        return fitted.representation(fitted.features(X, W), member, at_init=True)
 
     def save(self, path):
         """Save the fitted estimator to one file: JSON configuration + numeric arrays, no pickle.

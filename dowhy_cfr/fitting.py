@@ -43,7 +43,7 @@ from .fitted import (Columns, DebiasedStage, FinalStage, FittedCFR, FittedMember
                      TreatmentEncoding, effects_of, encode_treatment, member_outputs, plain)
 from .metrics import SELECTION_CRITERIA, Nuisances, selection_scores
 from .nuisance import (Propensity, aipw_scores, cross_fit_outcomes, cross_fit_propensity,
-                       member_rows, propensity_candidates, sklearn_seed)
+                       propensity_candidates, sklearn_seed)
 
 __all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "FitSettings", "FitData", "Trained",
            "alpha_grid", "resolve_device", "show_progress", "resolve_loss", "prepare",
@@ -135,7 +135,7 @@ class FitSettings:
     alpha_grid: list | None
     loss: str
     n_ensemble: int
-    cross_fit: bool
+    cross_fit: bool | str
     debias: str | None
     model_propensity: object
     min_propensity: float
@@ -158,7 +158,8 @@ class FitSettings:
         CFRConfig(**params).validate()
         _check_second_stages(est)
         return cls(params, grid, est.loss, V.check_int("n_ensemble", est.n_ensemble, 1),
-                   bool(est.cross_fit), est.debias, est.model_propensity,
+                   est.cross_fit if est.cross_fit == "folds" else bool(est.cross_fit),
+                   est.debias, est.model_propensity,
                    float(est.min_propensity), int(est.cv), est.model_final, est.categories,
                    est.random_state, resolve_device(est.device), est.verbose)
 
@@ -175,8 +176,8 @@ def _check_second_stages(est) -> None:
     if est.debias not in ("aipw", None):
         raise ValueError(f"debias={est.debias!r} is invalid: use 'aipw' (doubly robust averages) "
                          f"or None (the plug-in mean of the heads' effects)")
-    if not isinstance(est.cross_fit, (bool, np.bool_)):
-        raise TypeError(f"cross_fit must be True or False; got {est.cross_fit!r}")
+    if not (isinstance(est.cross_fit, (bool, np.bool_)) or est.cross_fit == "folds"):
+        raise TypeError(f"cross_fit must be True, False or 'folds'; got {est.cross_fit!r}")
     if est.cross_fit and V.check_int("n_ensemble", est.n_ensemble, 1) < 2:
         raise ValueError("cross_fit=True uses the n_ensemble members as cross-fitting folds; set "
                          "n_ensemble >= 2 (e.g. n_ensemble=5) or cross_fit=False")
@@ -447,12 +448,12 @@ def select_alpha(settings: FitSettings, trained: Trained, data: FitData, propens
 
 # ============================================================================== average effects
 def out_of_fold(outputs: np.ndarray, members: FittedMembers) -> np.ndarray:
-    """Per unit, the mean prediction (n, n_arms) of the members that did not train or validate on
-    it (``outputs``: (K, n_arms, n)); NaN where every member saw the unit."""
-    seen = np.zeros((outputs.shape[0], outputs.shape[2]), dtype=bool)
-    for j, rows in enumerate(np.concatenate([members.train_rows, members.val_rows], axis=1)):
-        seen[j, rows] = True
-    unseen = (~seen).astype(float)
+    """Per unit, the mean prediction (n, n_arms) of the members that did not train on it
+    (``outputs``: (K, n_arms, n)); NaN where every member trained on the unit."""
+    trained = np.zeros((outputs.shape[0], outputs.shape[2]), dtype=bool)
+    for j, rows in enumerate(members.train_rows):
+        trained[j, rows] = True
+    unseen = (~trained).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.einsum("kan,kn->na", outputs, unseen) / unseen.sum(0)[:, None]
 
@@ -554,13 +555,14 @@ def fit_stacked(est, Y, T, X, W=None, units=None, seeds=None):
                          "same levels in every dataset (pass categories=[...] to the estimator)")
     data = _shared_covariates(data, xs, ws, units)
     rows = _check_units(units, k, len(data[0].y))
-    folds = None
     if settings.cross_fit:
         if rows is not None:
             raise ValueError("units cannot be combined with cross_fit=True in fit_stacked")
-        folds = _stacked_folds([d.arms for d in data], member_seeds, e)
-    trained = train_members(settings, P.datasets(member_seeds, e, units=rows, folds=folds),
-                            datasets=data)
+        plans = [p for j, d in enumerate(data) for p in P.ensemble(
+            member_seeds[j * e:(j + 1) * e], d.arms, cross_fit=settings.cross_fit, dataset=j)]
+    else:
+        plans = P.datasets(member_seeds, e, units=rows)
+    trained = train_members(settings, plans, datasets=data)
     fits, propensities = [], _PropensityCache(settings)
     for j, d in enumerate(data):
         used = d if rows is None else d.subset(rows[j])
@@ -643,12 +645,6 @@ def _stacked_seeds(settings: FitSettings, seeds, k: int, e: int) -> list[int]:
     if arr.shape[1] != e:
         raise ValueError(f"seeds must hold K={k} x n_ensemble={e} seeds; got {np.size(seeds)}")
     return [int(s) for s in arr.ravel()]
-
-
-def _stacked_folds(arms_per_dataset, member_seeds, e: int) -> list:
-    """The cross-fitting units of fit_stacked: dataset j's folds as its own fit draws them
-    (:func:`dowhy_cfr.nuisance.member_rows`)."""
-    return [r for j, a in enumerate(arms_per_dataset) for r in member_rows(a, e, member_seeds[j * e])]
 
 
 def _bootstrap_rng(random_state) -> np.random.Generator:

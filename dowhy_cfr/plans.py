@@ -19,7 +19,7 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
 
-from .nuisance import member_rows, sklearn_seed
+from .nuisance import folds, member_rows, sklearn_seed
 
 __all__ = ["PER_MEMBER", "SEED_HIGH", "MemberPlan", "draw_seeds", "ensemble", "candidates",
            "datasets", "bootstrap", "split_units", "resample_within_arms"]
@@ -64,13 +64,18 @@ def draw_seeds(random_state, k: int) -> list[int]:
     return [int(s) for s in draws]
 
 
-def ensemble(seeds, arms: np.ndarray, *, cross_fit: bool = False, dataset: int = 0,
+def ensemble(seeds, arms: np.ndarray, *, cross_fit=False, dataset: int = 0,
              groups: np.ndarray | None = None) -> list[MemberPlan]:
     """The members of one fit: one plan per seed, each on all units, or (``cross_fit``) member j
-    on the units outside the j-th treatment-stratified fold (:func:`dowhy_cfr.nuisance.member_rows`,
-    folds seeded by the first seed; ``groups`` keep a unit's copies in one fold)."""
+    on the units outside the j-th treatment-stratified fold (folds seeded by the first seed;
+    ``groups`` keep a unit's copies in one fold): ``True`` splits those units into training and
+    validation (:func:`dowhy_cfr.nuisance.member_rows`), ``"folds"`` trains on them and validates
+    on fold j itself (every unit trains all members but one, which early-stops on it)."""
     if not cross_fit:
         return [MemberPlan(int(s), dataset) for s in seeds]
+    if cross_fit == "folds":
+        return [MemberPlan(int(s), dataset, split=(fit, held_out)) for s, (fit, held_out)
+                in zip(seeds, folds(arms, len(seeds), seeds[0], groups))]
     rows = member_rows(arms, len(seeds), seeds[0], groups)
     return [MemberPlan(int(s), dataset, r) for s, r in zip(seeds, rows)]
 
@@ -83,17 +88,12 @@ def candidates(plans: list[MemberPlan], name: str, values) -> list[MemberPlan]:
     return [replace(p, params={**p.params, name: float(v)}) for v in values for p in plans]
 
 
-def datasets(member_seeds: list[int], n_members: int, *, units=None, folds=None
-             ) -> list[MemberPlan]:
+def datasets(member_seeds: list[int], n_members: int, *, units=None) -> list[MemberPlan]:
     """The plans of ``fit_stacked``: dataset j's members are plans ``j*E .. j*E+E-1`` with seeds
-    ``member_seeds[j*E + i]``, on the units ``units[j]`` (all if None) or, with cross-fitting,
-    on ``folds[j*E + i]``."""
-    plans = []
-    for i, seed in enumerate(member_seeds):
-        j = i // n_members
-        rows = folds[i] if folds is not None else (None if units is None else units[j])
-        plans.append(MemberPlan(int(seed), j, None if rows is None else np.asarray(rows)))
-    return plans
+    ``member_seeds[j*E + i]``, on the units ``units[j]`` (all if None)."""
+    return [MemberPlan(int(seed), i // n_members,
+                       None if units is None else np.asarray(units[i // n_members]))
+            for i, seed in enumerate(member_seeds)]
 
 
 def split_units(arms: np.ndarray, rows: np.ndarray, seed: int, val_fraction: float,

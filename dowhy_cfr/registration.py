@@ -1,7 +1,7 @@
 """Every change dowhy_cfr makes to DoWhy, in one place (run once on ``import dowhy_cfr``).
 
-DoWhy 0.14 has no plug-in registry for estimators or refuters, so four things are put in place
-(and a fifth for the duration of a dummy-outcome refutation of a CFR estimate):
+DoWhy 0.14 has no plug-in registry for estimators or refuters, so five things are put in place
+(and a sixth for the duration of a dummy-outcome refutation of a CFR estimate):
 
 1. **Method names.** DoWhy resolves ``method_name="backdoor.<name>"`` by importing the module
    ``dowhy.causal_estimators.<name>_estimator`` and taking its class ``CapWords(<name>)``
@@ -16,10 +16,16 @@ DoWhy 0.14 has no plug-in registry for estimators or refuters, so four things ar
    (:data:`dowhy_cfr.stacked_refuters.REFUTERS`) are module globals that DoWhy's refuter classes
    call; each is replaced by a dispatcher that sends CFR estimates to
    :func:`dowhy_cfr.stacked_refuters.refute_stacked` and everything else to DoWhy's function.
-4. **The functional API.** ``dowhy.causal_refuters.refute_estimate(..., refuters=[...])``
-   swaps DoWhy's refuter functions for the dispatchers, also those a user imported before
-   ``import dowhy_cfr``.
-5. **Writable dummy outcomes.** While DoWhy's dummy-outcome refuter runs on a CFR estimate
+4. **Sensitivity analysis.** ``add_unobserved_common_cause``'s module functions
+   ``sensitivity_non_parametric_partial_r2`` and ``sensitivity_simulation``
+   (:data:`SENSITIVITY`), which DoWhy's refuter class calls, are replaced by dispatchers that send
+   CFR estimates to :mod:`dowhy_cfr.dowhy_sensitivity` (the bounds from CFR's doubly robust
+   stage; a clear error for a bool treatment in the direct simulation) and everything else to
+   DoWhy's function.
+5. **The functional API.** ``dowhy.causal_refuters.refute_estimate(..., refuters=[...])``
+   swaps DoWhy's refuter functions (and ``sensitivity_simulation``) for the dispatchers, also
+   those a user imported before ``import dowhy_cfr``.
+6. **Writable dummy outcomes.** While DoWhy's dummy-outcome refuter runs on a CFR estimate
    (stacked or DoWhy's own loop), its ``process_data`` gets and returns writable copies of the
    outcome arrays (:func:`writable_dummy_outcomes`): under pandas 3 DoWhy's outcome array
    (``Series.values``) is read-only, and DoWhy permutes it and adds the true effect to it in
@@ -47,13 +53,14 @@ import warnings
 import numpy as np
 from dowhy import CausalModel
 
+from . import dowhy_sensitivity
 from .dowhy_adapter import CFREstimator, TARNetEstimator, normalize_method_name
 from .refuters import RepresentationBalance
 from .stacked_refuters import (REFUTERS, check_placebo_treatment, is_cfr_estimate, refute_stacked,
                                stacking_enabled)
 
-__all__ = ["ALIASES", "register", "register_alias", "contract_problems",
-           "writable_dummy_outcomes"]
+__all__ = ["ALIASES", "SENSITIVITY", "SENSITIVITY_MODULE", "register", "register_alias",
+           "contract_problems", "writable_dummy_outcomes"]
 
 #: Alias modules: module name -> (attribute, class).
 ALIASES = {
@@ -65,6 +72,18 @@ ALIASES = {
 }
 #: The parameters of DoWhy's refuter functions that the dispatchers read.
 _REFUTER_PARAMETERS = ("data", "target_estimand", "estimate")
+#: DoWhy's module of the ``add_unobserved_common_cause`` refuter.
+SENSITIVITY_MODULE = "dowhy.causal_refuters.add_unobserved_common_cause"
+#: Its functions that CFR estimates are routed away from: name -> (what CFR estimates get,
+#: the parameters it reads).
+SENSITIVITY = {
+    "sensitivity_non_parametric_partial_r2": (
+        dowhy_sensitivity.non_parametric_partial_r2,
+        ("estimate", "kappa_t", "kappa_y", "plot_estimate", "plugin_reisz",
+         *dowhy_sensitivity.DOWHY_REFIT_OPTIONS)),
+    "sensitivity_simulation": (dowhy_sensitivity.direct_simulation,
+                               ("data", "target_estimand", "estimate", "treatment_name")),
+}
 #: DoWhy's dummy-outcome transformation function and its parameters.
 _PROCESS_DATA = ("dowhy.causal_refuters.dummy_outcome_refuter", "process_data",
                  ["outcome_name", "X_train", "outcome_train", "X_validation",
@@ -114,6 +133,15 @@ def contract_problems() -> list[str]:
         if original is None or not set(_REFUTER_PARAMETERS) <= set(
                 inspect.signature(original).parameters):
             problems.append(f"{func}({', '.join(_REFUTER_PARAMETERS)}, ...)")
+    try:
+        module = importlib.import_module(SENSITIVITY_MODULE)
+    except ImportError:
+        module = None
+    for name, (_, needed) in SENSITIVITY.items():
+        fn = getattr(module, name, None)
+        original = getattr(fn, "__dowhy_cfr_original__", fn)
+        if original is None or not set(needed) <= set(inspect.signature(original).parameters):
+            problems.append(f"add_unobserved_common_cause.{name}({', '.join(needed)}, ...)")
     try:
         api = importlib.import_module("dowhy.causal_refuters.refute_estimate")
         if "refuters" not in inspect.signature(api.refute_estimate).parameters:
@@ -208,6 +236,44 @@ def _wrap_refuters() -> dict:
     return swap
 
 
+def _sensitivity_dispatcher(original, replacement):
+    """DoWhy's sensitivity function ``original``; CFR estimates go to ``replacement(call_dowhy,
+    arguments)`` (``arguments``: by name, with the defaults; ``call_dowhy()`` runs DoWhy's)."""
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def sensitivity(*args, **kwargs):
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            return original(*args, **kwargs)
+        if not is_cfr_estimate(bound.arguments.get("estimate")):
+            return original(*args, **kwargs)
+        bound.apply_defaults()
+        return replacement(functools.partial(original, *args, **kwargs), dict(bound.arguments))
+
+    sensitivity.__dowhy_cfr_original__ = original
+    return sensitivity
+
+
+def _wrap_sensitivity() -> dict:
+    """Replace the functions of :data:`SENSITIVITY` by dispatchers (idempotent), in DoWhy's
+    module (the refuter class calls these globals) and package; {original id: wrapper}."""
+    module = importlib.import_module(SENSITIVITY_MODULE)
+    package = importlib.import_module("dowhy.causal_refuters")
+    swap = {}
+    for name, (replacement, _) in SENSITIVITY.items():
+        current = getattr(module, name)
+        original = getattr(current, "__dowhy_cfr_original__", current)
+        wrapped = current if current is not original else _sensitivity_dispatcher(original,
+                                                                                  replacement)
+        setattr(module, name, wrapped)
+        if hasattr(package, name):
+            setattr(package, name, wrapped)
+        swap[id(original)] = wrapped
+    return swap
+
+
 def _wrap_functional_api(swap: dict) -> None:
     """DoWhy's ``refute_estimate(..., refuters=[...])`` with its refuter functions replaced by
     the dispatchers (also the functions a user imported before ``import dowhy_cfr``)."""
@@ -240,10 +306,11 @@ def register() -> dict:
     problems = contract_problems()
     if problems:
         warnings.warn(f"this DoWhy version lacks what dowhy_cfr's integration relies on "
-                      f"({'; '.join(problems)}): the bare method names and the stacked "
-                      f"refuters are off, DoWhy runs unchanged. dowhy_cfr is tested with "
+                      f"({'; '.join(problems)}): the bare method names, the stacked "
+                      f"refuters and the sensitivity routing are off, DoWhy runs unchanged. "
+                      f"dowhy_cfr is tested with "
                       f"DoWhy 0.14.", RuntimeWarning, stacklevel=2)
         return done
     _wrap_estimate_effect()
-    _wrap_functional_api(_wrap_refuters())
+    _wrap_functional_api({**_wrap_refuters(), **_wrap_sensitivity()})
     return done

@@ -84,8 +84,9 @@ from scipy.stats import norm
 from . import _validation as V
 from .debiased import TARGETS, aipw_terms
 
-__all__ = ["SensitivityParams", "SensitivitySummary", "riesz_representer", "sensitivity_params",
-           "confounding_bias", "sensitivity_interval", "robustness_value", "sensitivity_summary"]
+__all__ = ["SensitivityParams", "SensitivitySummary", "SensitivityMixin", "riesz_representer",
+           "sensitivity_params", "confounding_bias", "sensitivity_interval", "robustness_value",
+           "sensitivity_summary"]
 
 INTERVAL_TYPES = ("ci", "theta")
 
@@ -489,3 +490,128 @@ def sensitivity_summary(params: SensitivityParams, *, null_hypothesis: float = 0
                                  interval_type=kind) for kind in INTERVAL_TYPES}
     return SensitivitySummary(params, c_y, c_t, rho, alpha, null_hypothesis, ci_lower,
                               theta_lower, theta_upper, ci_upper, rv["theta"], rv["ci"], decimals)
+
+
+# ----------------------------------------------------------------------------- the estimator's API
+_NO_STAGE = ("this fit kept no fitted units (fit_chunks, or a model saved without them): the "
+             "sensitivity analysis needs the doubly robust stage of fit(Y, T, X=...); refit "
+             "with fit")
+_NO_PROPENSITY = ("the estimator was fitted with debias=None, so it has no doubly robust stage "
+                  "(no propensities) to bound: refit with debias='aipw' (the default) for the "
+                  "sensitivity analysis")
+
+
+class SensitivityMixin:
+    """EconML 0.17's sensitivity analysis (``DRLearner.sensitivity_interval``,
+    ``robustness_value``, ``sensitivity_summary``) for an estimator with a doubly robust stage.
+
+    Mixed into :class:`~dowhy_cfr.CFR`; it reads the fitted units' outcomes, arms, outcome
+    predictions and cross-fitted propensities (``fitted_.debiased``) and calls this module's
+    functions. ``T`` is the treatment level compared with the control (the first category), as
+    in EconML; ``target`` ("ate", "att", "atc") is this package's extension. The numbers bound
+    :meth:`average_effect`'s doubly robust estimate (``est.ate()`` for the ATE).
+    """
+
+    def sensitivity_params(self, T=1, *, target: str = "ate") -> SensitivityParams:
+        """The estimate, :math:`\\hat\\sigma^2`, :math:`\\hat\\nu^2` and their covariance for
+        the effect of ``T`` vs the control over the fitted units
+        (:func:`dowhy_cfr.sensitivity.sensitivity_params`)."""
+        stage, a1 = self._sensitivity_stage(T)
+        return sensitivity_params(stage.y, stage.arms, stage.mu, stage.e, a1=a1, a0=0,
+                                  target=target)
+
+    def sensitivity_interval(self, T=1, alpha=0.05, c_y=0.05, c_t=0.05, rho=1.,
+                             interval_type="ci", *, target: str = "ate") -> tuple[float, float]:
+        """Bounds on the effect of ``T`` vs the control if a confounder of the given strength was
+        omitted (EconML's ``sensitivity_interval``; Chernozhukov et al. 2022).
+
+        Parameters
+        ----------
+        T : treatment level, default 1
+            The level compared with the control (the first category).
+        alpha : float in (0, 1), default 0.05
+            The confidence bounds (``"ci"``) are at level 1 - alpha (each end at 1 - alpha/2).
+        c_y : float in [0, 1), default 0.05
+            The share of the outcome's residual variation (given the treatment and the
+            covariates) that the omitted confounder explains.
+        c_t : float in [0, 1), default 0.05
+            The share of the Riesz representer's variation that the confounder creates (for the
+            ATE: how much it sharpens the propensity).
+        rho : float in [-1, 1], default 1
+            Correlation of the two errors; only ``|rho|`` matters (1: the worst case).
+        interval_type : {"ci", "theta"}, default "ci"
+            Confidence bounds, or the bounds on the estimate alone.
+        target : {"ate", "att", "atc"}, default "ate"
+            All fitted units, the units at ``T`` or the units at the control.
+
+        Returns
+        -------
+        (lower, upper) : floats
+        """
+        return sensitivity_interval(self.sensitivity_params(T, target=target), alpha=alpha,
+                                    c_y=c_y, c_t=c_t, rho=rho, interval_type=interval_type)
+
+    def robustness_value(self, T=1, null_hypothesis=0, alpha=0.05, interval_type="ci", *,
+                         target: str = "ate") -> float:
+        """The confounding strength ``c_y = c_t = r`` (``rho = 1``) at which the bound nearest to
+        ``null_hypothesis`` reaches it (EconML's ``robustness_value``); 0 if the interval covers
+        it already. Larger is more robust: a confounder would have to explain a share ``r`` of
+        the outcome's residual variation *and* of the Riesz representer's variation to move the
+        estimate (``"theta"``) or its confidence bound (``"ci"``) to the null.
+
+        Parameters
+        ----------
+        T : treatment level, default 1 (compared with the control)
+        null_hypothesis : float, default 0
+        alpha : float in (0, 1), default 0.05 (the level of the confidence bounds of ``"ci"``)
+        interval_type : {"ci", "theta"}, default "ci"
+        target : {"ate", "att", "atc"}, default "ate"
+
+        Returns
+        -------
+        float in [0, 1)
+        """
+        return robustness_value(self.sensitivity_params(T, target=target),
+                                null_hypothesis=null_hypothesis, alpha=alpha,
+                                interval_type=interval_type)
+
+    def sensitivity_summary(self, T=1, null_hypothesis=0, alpha=0.05, c_y=0.05, c_t=0.05,
+                            rho=1., decimals=3, *, target: str = "ate") -> SensitivitySummary:
+        """The bounds (both types) and robustness values (both types) of one scenario, as
+        EconML's ``sensitivity_summary``; ``print()`` it for EconML's two tables, ``to_frame()``
+        for the numbers. Parameters as in :meth:`sensitivity_interval` and
+        :meth:`robustness_value`; ``decimals``: the rounding of the printed tables."""
+        return sensitivity_summary(self.sensitivity_params(T, target=target),
+                                   null_hypothesis=null_hypothesis, alpha=alpha, c_y=c_y,
+                                   c_t=c_t, rho=rho, decimals=decimals)
+
+    def _sensitivity_stage(self, T):
+        """The fitted doubly robust stage and the arm index of ``T`` (ValueError naming the fix
+        where there is none, or ``T`` is not a treated level)."""
+        fitted = self._check_fitted()
+        stage = fitted.debiased
+        if stage is None:
+            raise ValueError(_NO_STAGE)
+        if stage.e is None:
+            raise ValueError(_NO_PROPENSITY)
+        cats = list(fitted.encoding.categories)
+        if np.ndim(T) != 0 or not any(_same_level(T, c) for c in cats):
+            raise ValueError(f"T={T!r} is not a fitted treatment level: choose one of "
+                             f"{[_plain(c) for c in cats[1:]]} (each is compared with the "
+                             f"control {_plain(cats[0])!r}, the first category)")
+        a1 = int(fitted.encoding.arms([T])[0])
+        if a1 == 0:
+            raise ValueError(f"T={T!r} is the control (the first category): choose a treated "
+                             f"level, one of {[_plain(c) for c in cats[1:]]}")
+        return stage, a1
+
+
+def _plain(v):
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _same_level(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False

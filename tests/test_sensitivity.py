@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 from econml.dr import DRLearner
 from helpers import TINY, make_confounded
-from scipy.special import expit
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.model_selection import KFold
 
 from dowhy_cfr import CFR
+from dowhy_cfr.datasets import HiddenConfounder
 from dowhy_cfr.debiased import aipw_terms, average_effect
 from dowhy_cfr.sensitivity import (SensitivityParams, riesz_representer, robustness_value,
                                    sensitivity_interval, sensitivity_params, sensitivity_summary)
@@ -131,27 +132,10 @@ def test_robustness_value_closed_form_and_bisection_agree():
 
 # ----------------------------------------------------------------------------- a hidden confounder
 # X ~ N(0, 1), U ~ Bernoulli(0.3) hidden; P(T = 1 | X, U) = expit(0.3 + 0.5 X + 2 (U - 0.3));
-# Y = (1 + X / 2) T + X + U + N(0, 1). The short nuisances (given X only) are exact: the
-# propensity e(x) = E[P(T = 1 | x, U)] and g(t, x) = (1 + x/2) t + x + P(U = 1 | t, x).
-PI_U, GAMMA_U, DELTA_U = 0.3, 2.0, 1.0
-
-
-def _e_long(x, u):
-    return expit(0.3 + 0.5 * x + GAMMA_U * (u - PI_U))
-
-
-def _e_short(x):
-    return PI_U * _e_long(x, 1) + (1 - PI_U) * _e_long(x, 0)
-
-
-def _g_long(t, x, u):
-    return (1 + x / 2) * t + x + DELTA_U * u
-
-
-def _g_short(t, x):
-    e = _e_short(x)
-    p_u = np.where(t == 1, PI_U * _e_long(x, 1) / e, PI_U * (1 - _e_long(x, 1)) / (1 - e))
-    return (1 + x / 2) * t + x + DELTA_U * p_u
+# Y = (1 + X / 2) T + X + U + N(0, 1) (dowhy_cfr.datasets.HiddenConfounder(gamma=2, delta=1)). The
+# short nuisances (given X only) are exact: the propensity e(x) = E[P(T = 1 | x, U)] and
+# g(t, x) = (1 + x/2) t + x + P(U = 1 | t, x).
+DESIGN = HiddenConfounder(gamma=2.0, delta=1.0)
 
 
 def _representer(t, e, target, p1):
@@ -162,44 +146,13 @@ def _representer(t, e, target, p1):
     return (t * (1 - e) / e - (1 - t)) / (1 - p1)
 
 
-def _population(target):
-    """Exact (quadrature over X, sums over U and T) short and long effects, sigma^2, nu^2, the
-    confounder's c_y, c_t and rho as the paper defines them, and the bias identity's terms."""
-    x, w = np.polynomial.hermite_e.hermegauss(120)
-    w = w / w.sum()
-    p1 = np.sum(w * _e_short(x))
-
-    def mean(f):  # E[f(t, x, u)] over the joint law
-        return sum(np.sum(w * pu * np.where(t, _e_long(x, u), 1 - _e_long(x, u)) * f(t, x, u))
-                   for u, pu in ((0, 1 - PI_U), (1, PI_U)) for t in (0, 1))
-
-    weight = {"ate": lambda t: 1.0, "att": lambda t: t / p1, "atc": lambda t: (1 - t) / (1 - p1)}
-    dg = lambda t, x, u: _g_long(t, x, u) - _g_short(t, x)  # noqa: E731
-    da = lambda t, x, u: (_representer(t, _e_long(x, u), target, p1)  # noqa: E731
-                          - _representer(t, _e_short(x), target, p1))
-    nu2 = mean(lambda t, x, u: _representer(t, _e_short(x), target, p1) ** 2)
-    nu2_long = mean(lambda t, x, u: _representer(t, _e_long(x, u), target, p1) ** 2)
-    dg2, da2 = mean(lambda t, x, u: dg(t, x, u) ** 2), mean(lambda t, x, u: da(t, x, u) ** 2)
-    cross = mean(lambda t, x, u: dg(t, x, u) * da(t, x, u))
-    sigma2 = 1.0 + dg2
-    return dict(
-        long=mean(lambda t, x, u: weight[target](t) * (_g_long(1, x, u) - _g_long(0, x, u))),
-        short=mean(lambda t, x, u: weight[target](t) * (_g_short(1, x) - _g_short(0, x))),
-        cross=cross, da2=da2, nu2_gain=nu2_long - nu2, sigma2=sigma2, nu2=nu2,
-        c_y=dg2 / sigma2, c_t=1 - nu2 / nu2_long, rho=cross / np.sqrt(dg2 * da2))
-
-
 def _confounded_sample(n, seed):
     """Outcomes, arms and the exact short nuisances of n units of the design above."""
-    rng = np.random.default_rng(seed)
-    x, u = rng.normal(size=n), rng.binomial(1, PI_U, n)
-    t = rng.binomial(1, _e_long(x, u))
-    y = _g_long(t, x, u) + rng.normal(size=n)
-    e1 = _e_short(x)
-    return y, t, np.column_stack([_g_short(0, x), _g_short(1, x)]), np.column_stack([1 - e1, e1])
+    d = DESIGN.sample(n, seed)
+    return d["y"], d["t"], d["mu"], d["e"]
 
 
-POP = {target: _population(target) for target in ("ate", "att", "atc")}
+POP = {target: DESIGN.truth(target) for target in ("ate", "att", "atc")}
 
 
 @pytest.mark.parametrize("target", ["ate", "att", "atc"])
@@ -280,6 +233,174 @@ def test_on_a_fitted_cfr():
     lo, hi = sensitivity_interval(params, c_y=0.0, c_t=0.0)
     assert (lo, hi) == pytest.approx(ref.interval(0.05), rel=1e-10)
     assert "Robustness Value (CI)" in str(sensitivity_summary(params))
+
+
+def test_cfr_bounds_against_a_hidden_confounder_of_known_strength():
+    """One CFR fit (small network) on 2,000 units of the design above with two noise covariates
+    (scripts/sensitivity_table.py runs the full table): its sigma^2 and nu^2 are near the exact
+    ones, its bounds at the confounder's c_y, c_t contain the causal effect, and its confidence
+    bounds at a quarter of that strength do not."""
+    design = HiddenConfounder(gamma=2.0, delta=1.0, n_noise=2)
+    d = design.sample(2_000, seed=1)
+    est = CFR(n_rep_layers=2, rep_dim=32, n_head_layers=1, head_dim=32, n_iter=400, eval_every=20,
+              verbose=0, random_state=0).fit(d["y"], d["t"], X=d["x"])
+    for target in ("ate", "att"):
+        truth = design.truth(target)
+        params = est.sensitivity_params(target=target)
+        # measured: sigma^2 1.187 vs 1.179; nu^2 4.231 vs 4.242 (ATE), 4.375 vs 4.477 (ATT)
+        assert params.sigma2 == pytest.approx(truth["sigma2"], rel=0.1)
+        assert params.nu2 == pytest.approx(truth["nu2"], rel=0.1)
+        lo, hi = est.sensitivity_interval(c_y=truth["c_y"], c_t=truth["c_t"],
+                                          interval_type="theta", target=target)
+        assert lo < truth["long"] - 0.1 and hi > truth["short"]  # measured: 0.161, 0.488 below
+    quarter = HiddenConfounder(gamma=2.0, delta=1.0).truth("ate")
+    lo, _ = est.sensitivity_interval(c_y=quarter["c_y"] / 4, c_t=quarter["c_t"] / 4)
+    assert lo > 1.0 + 0.05  # the causal ATE is 1; measured: 0.121 above
+
+
+# ----------------------------------------------------------------------------- the estimator's API
+class _GivenOutcomes(BaseEstimator, RegressorMixin):
+    """A DRLearner ``model_regression`` that returns given predictions ``mu`` (n, n_arms): its input
+    is ``[X, one-hot T without the control]`` with X the unit's row number."""
+
+    def __init__(self, mu=None):
+        self.mu = mu
+
+    def fit(self, X, y, **kwargs):
+        return self
+
+    def predict(self, X):
+        X = np.asarray(X)
+        onehot = X[:, 1:]
+        arms = (onehot @ np.arange(1, onehot.shape[1] + 1)).round().astype(int)
+        return self.mu[X[:, 0].astype(int), arms]
+
+
+class _GivenPropensities(BaseEstimator, ClassifierMixin):
+    """A DRLearner ``model_propensity`` that returns given propensities ``e`` (n, n_arms)."""
+
+    def __init__(self, e=None):
+        self.e = e
+
+    def fit(self, X, y, **kwargs):
+        self.classes_ = np.unique(y)
+        return self
+
+    def predict_proba(self, X):
+        return self.e[np.asarray(X)[:, 0].astype(int)]
+
+    def predict(self, X):  # DRLearner scores its nuisance models
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+
+def _drlearner_on(stage, T):
+    """EconML's DRLearner whose nuisances are the CFR stage's ``mu`` and ``e`` (its propensity
+    clip, 1e-6, leaves CFR's clipped propensities unchanged)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return DRLearner(model_propensity=_GivenPropensities(stage.e),
+                         model_regression=_GivenOutcomes(stage.mu), cv=2,
+                         random_state=0).fit(stage.y, T, X=np.arange(len(T))[:, None])
+
+
+def _three_arm_data(n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    logits = np.c_[np.zeros(n), X[:, 0], -X[:, 0]]
+    p = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    arm = (rng.random(n)[:, None] > np.cumsum(p, 1)).sum(1)
+    Y = X[:, 0] + 0.5 * X[:, 2] + np.select([arm == 1, arm == 2], [1 + X[:, 1], -1], 0)
+    return X, np.array(["ctrl", "drugA", "drugB"])[arm], Y + rng.normal(scale=0.5, size=n)
+
+
+@pytest.fixture(scope="module")
+def binary_fit():
+    """Cross-fitting members: the stage's out-of-fold mu differs from the in-sample mu_plugin."""
+    X, T, Y, _ = make_confounded(n=300, seed=5)
+    return CFR(**{**TINY, "n_ensemble": 2, "cross_fit": True}).fit(Y, T, X=X), T
+
+
+@pytest.fixture(scope="module")
+def three_arm_fit():
+    X, T, Y = _three_arm_data()
+    return CFR(**TINY).fit(Y, T, X=X), T
+
+
+@pytest.mark.parametrize("fit, levels",
+                         [("binary_fit", [1]), ("three_arm_fit", ["drugA", "drugB"])])
+def test_estimator_matches_econml_drlearner_on_the_same_nuisances(fit, levels, request):
+    """End to end: CFR's methods and EconML's DRLearner fed CFR's own mu and e give the same
+    bounds (measured: equal to 4e-16) and robustness values (EconML bisects to 1e-6 in the bound;
+    measured: at most 7.6e-6 apart, relative 3.6e-5; the target was 5%). With the in-sample
+    mu_plugin instead of the stage's out-of-fold mu the bounds differ by 0.04."""
+    est, T = request.getfixturevalue(fit)
+    stage = est.fitted_.debiased
+    if fit == "binary_fit":
+        assert np.abs(stage.mu - stage.mu_plugin).max() > 0.1  # the out-of-fold mu is used
+    dr = _drlearner_on(stage, T)
+    for level in levels:
+        for kw in SCENARIOS:
+            assert est.sensitivity_interval(level, **kw) == pytest.approx(
+                dr.sensitivity_interval(level, **kw), rel=1e-9, abs=1e-12)
+        for kw in NULLS:
+            ours, theirs = est.robustness_value(level, **kw), dr.robustness_value(level, **kw)
+            assert ours == pytest.approx(theirs, abs=5e-5)
+            assert abs(ours - theirs) <= 0.05 * theirs
+        smry = str(dr.sensitivity_summary(level, c_y=0.1, c_t=0.2))
+        for value in est.sensitivity_summary(level, c_y=0.1, c_t=0.2).to_frame().iloc[0]:
+            assert f"{value:.3f}".rstrip("0").rstrip(".") in smry
+
+
+def test_estimator_methods_are_the_functions_on_its_stage(three_arm_fit):
+    est, _ = three_arm_fit
+    stage = est.fitted_.debiased
+    for level, arm in (("drugA", 1), ("drugB", 2)):
+        for target in ("ate", "att", "atc"):
+            params = sensitivity_params(stage.y, stage.arms, stage.mu, stage.e, a1=arm, a0=0,
+                                        target=target)
+            got = est.sensitivity_params(level, target=target)
+            assert (got.target, got.a1, got.a0, got.theta, got.sigma2, got.nu2, got.n_units) == (
+                params.target, params.a1, params.a0, params.theta, params.sigma2, params.nu2,
+                params.n_units)
+            np.testing.assert_array_equal(got.cov, params.cov)
+            assert params.theta == pytest.approx(
+                est.average_effect(target, T0="ctrl", T1=level).estimate, rel=1e-12)
+            kw = dict(c_y=0.1, c_t=0.05, rho=0.5, alpha=0.1)
+            assert est.sensitivity_interval(level, target=target, **kw) == \
+                sensitivity_interval(params, **kw)
+            assert est.robustness_value(level, 0.5, target=target) == \
+                robustness_value(params, null_hypothesis=0.5)
+            assert est.sensitivity_summary(level, target=target, decimals=2).to_frame().equals(
+                sensitivity_summary(params, decimals=2).to_frame())
+    # positional arguments in EconML's order
+    assert est.sensitivity_interval("drugB", 0.1, 0.2, 0.3, 0.5, "theta") == sensitivity_interval(
+        est.sensitivity_params("drugB"), alpha=0.1, c_y=0.2, c_t=0.3, rho=0.5,
+        interval_type="theta")
+    assert est.robustness_value("drugA", 0.3, 0.1, "theta") == robustness_value(
+        est.sensitivity_params("drugA"), null_hypothesis=0.3, alpha=0.1, interval_type="theta")
+
+
+def test_estimator_errors(three_arm_fit):
+    est, _ = three_arm_fit
+    with pytest.raises(ValueError, match=r"T='ctrl' is the control .*'drugA', 'drugB'"):
+        est.robustness_value("ctrl")
+    with pytest.raises(ValueError, match=r"T=1 is not a fitted treatment level: .*'drugA'"):
+        est.sensitivity_interval()  # EconML's default T=1 is no level of this fit
+    with pytest.raises(ValueError, match=r"T=\['drugA'\] is not a fitted"):
+        est.sensitivity_summary(["drugA"])
+    with pytest.raises(ValueError, match="target='ato'"):
+        est.sensitivity_interval("drugA", target="ato")
+    with pytest.raises(ValueError, match="c_t=1.5"):
+        est.sensitivity_interval("drugA", c_t=1.5)
+    X, T, Y, _ = make_confounded(n=200, seed=1)
+    with pytest.raises(ValueError, match="debias=None.*refit with debias='aipw'"):
+        CFR(**{**TINY, "debias": None}).fit(Y, T, X=X).robustness_value()
+    chunked = CFR(**TINY).fit_chunks([(Y[:150], T[:150], X[:150])],
+                                     validation=(Y[150:], T[150:], X[150:]))
+    with pytest.raises(ValueError, match="fit_chunks.*refit with fit"):
+        chunked.sensitivity_summary()
+    with pytest.raises(ValueError, match="not fitted"):
+        CFR().sensitivity_interval()
 
 
 # ----------------------------------------------------------------------------- input errors
