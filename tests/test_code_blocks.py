@@ -12,7 +12,7 @@ imports, and data from an installed package or generated in the block. Blocks ar
   ``import dowhy_cfr`` registers with DoWhy must import ``dowhy_cfr`` itself: checked by text.
 
 The blocks keep training short (small ``n_iter``, small networks) where they are about the API,
-and say so; the whole file takes about a minute on 2 cores. ``--tb=short`` shows the failing
+and say so; the whole file takes about 80 s (one torch thread). ``--tb=short`` shows the failing
 block's own line (file names are ``README.md:<line>`` and ``docs/<page>.md:<line>``).
 """
 
