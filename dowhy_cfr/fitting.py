@@ -135,7 +135,7 @@ class FitSettings:
     alpha_grid: list | None
     loss: str
     n_ensemble: int
-    cross_fit: bool | str
+    cross_fit: bool
     debias: str | None
     model_propensity: object
     min_propensity: float
@@ -158,8 +158,7 @@ class FitSettings:
         CFRConfig(**params).validate()
         _check_second_stages(est)
         return cls(params, grid, est.loss, V.check_int("n_ensemble", est.n_ensemble, 1),
-                   est.cross_fit if est.cross_fit == "folds" else bool(est.cross_fit),
-                   est.debias, est.model_propensity,
+                   bool(est.cross_fit), est.debias, est.model_propensity,
                    float(est.min_propensity), int(est.cv), est.model_final, est.categories,
                    est.random_state, resolve_device(est.device), est.verbose)
 
@@ -176,8 +175,8 @@ def _check_second_stages(est) -> None:
     if est.debias not in ("aipw", None):
         raise ValueError(f"debias={est.debias!r} is invalid: use 'aipw' (doubly robust averages) "
                          f"or None (the plug-in mean of the heads' effects)")
-    if not (isinstance(est.cross_fit, (bool, np.bool_)) or est.cross_fit == "folds"):
-        raise TypeError(f"cross_fit must be True, False or 'folds'; got {est.cross_fit!r}")
+    if not isinstance(est.cross_fit, (bool, np.bool_)):
+        raise TypeError(f"cross_fit must be True or False; got {est.cross_fit!r}")
     if est.cross_fit and V.check_int("n_ensemble", est.n_ensemble, 1) < 2:
         raise ValueError("cross_fit=True uses the n_ensemble members as cross-fitting folds; set "
                          "n_ensemble >= 2 (e.g. n_ensemble=5) or cross_fit=False")

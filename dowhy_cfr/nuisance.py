@@ -6,8 +6,6 @@ robust stage are estimated out of fold:
 * :func:`folds` -- treatment-stratified folds; with ``groups`` (e.g. the original unit of each
   row of a bootstrap resample) the rows of one group always fall into one fold, so that copies of
   a unit never sit on both sides of a split;
-* :func:`member_rows` -- the training units of cross-fitting ensemble members (member j leaves
-  out fold j);
 * :func:`cross_fit_propensity` -- :math:`\hat e_a(x_i) = \hat P(T = a \mid x_i)` from a classifier
   that did not see unit i, clipped below at ``min_propensity``; by default the better (by
   out-of-fold log-loss) of a logistic regression and depth-3 boosting, or the best of the
@@ -52,7 +50,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures, StandardScaler
 from threadpoolctl import threadpool_limits
 
-__all__ = ["ONE_THREAD_UNITS", "Propensity", "sklearn_seed", "folds", "member_rows",
+__all__ = ["ONE_THREAD_UNITS", "Propensity", "sklearn_seed", "folds",
            "logistic_propensity_model", "boosting_propensity_model", "default_propensity_models",
            "PROPENSITY_NAMES", "propensity_candidates", "outcome_model", "cross_fit_propensity",
            "cross_fit_outcomes", "aipw_scores", "arm_log_loss", "clip_propensity"]
@@ -99,18 +97,6 @@ def _n_folds(arms: np.ndarray, wanted: int, groups=None) -> int:
         raise ValueError(f"cross-fitting needs at least 2 units per treatment arm; an arm has "
                          f"{min(per_arm)}")
     return n
-
-
-def member_rows(arms: np.ndarray, k: int, seed: int, groups: np.ndarray | None = None
-                ) -> np.ndarray:
-    """Training units (K, m) of ``k`` cross-fitting members: member j sees every unit outside
-    the j-th of :func:`folds`. Folds of unequal size: a member whose complement is larger drops
-    its excess units at random (with ``groups``, whole groups), so that all members have m."""
-    rest = [fit for fit, _ in folds(arms, k, seed, groups)]
-    m = min(len(r) for r in rest)
-    rng = np.random.default_rng(sklearn_seed(seed))
-    return np.stack([np.sort(rng.choice(r, m, replace=False)) if len(r) > m else r
-                     for r in rest])
 
 
 # ----------------------------------------------------------------------------- models

@@ -19,7 +19,7 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 from sklearn.utils import check_random_state
 
-from .nuisance import folds, member_rows, sklearn_seed
+from .nuisance import folds, sklearn_seed
 
 __all__ = ["PER_MEMBER", "SEED_HIGH", "MemberPlan", "draw_seeds", "ensemble", "candidates",
            "datasets", "bootstrap", "split_units", "resample_within_arms"]
@@ -64,20 +64,17 @@ def draw_seeds(random_state, k: int) -> list[int]:
     return [int(s) for s in draws]
 
 
-def ensemble(seeds, arms: np.ndarray, *, cross_fit=False, dataset: int = 0,
+def ensemble(seeds, arms: np.ndarray, *, cross_fit: bool = False, dataset: int = 0,
              groups: np.ndarray | None = None) -> list[MemberPlan]:
-    """The members of one fit: one plan per seed, each on all units, or (``cross_fit``) member j
-    on the units outside the j-th treatment-stratified fold (folds seeded by the first seed;
-    ``groups`` keep a unit's copies in one fold): ``True`` splits those units into training and
-    validation (:func:`dowhy_cfr.nuisance.member_rows`), ``"folds"`` trains on them and validates
-    on fold j itself (every unit trains all members but one, which early-stops on it)."""
+    """The members of one fit: one plan per seed, each on all units (split into training and
+    validation by its seed), or (``cross_fit``) the K-fold bagged members: member j trains on
+    every unit outside the j-th of K treatment-stratified folds (seeded by the first seed;
+    ``groups`` keep a unit's copies in one fold) and early-stops on fold j itself, so every
+    unit trains all members but one, whose prediction for it is out of fold."""
     if not cross_fit:
         return [MemberPlan(int(s), dataset) for s in seeds]
-    if cross_fit == "folds":
-        return [MemberPlan(int(s), dataset, split=(fit, held_out)) for s, (fit, held_out)
-                in zip(seeds, folds(arms, len(seeds), seeds[0], groups))]
-    rows = member_rows(arms, len(seeds), seeds[0], groups)
-    return [MemberPlan(int(s), dataset, r) for s, r in zip(seeds, rows)]
+    return [MemberPlan(int(s), dataset, split=(fit, held_out)) for s, (fit, held_out)
+            in zip(seeds, folds(arms, len(seeds), seeds[0], groups))]
 
 
 def candidates(plans: list[MemberPlan], name: str, values) -> list[MemberPlan]:

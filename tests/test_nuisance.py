@@ -11,7 +11,8 @@ from dowhy_cfr import nuisance
 from dowhy_cfr.debiased import aipw_terms
 from dowhy_cfr.metrics import dr_pseudo_outcome
 from dowhy_cfr.nuisance import (aipw_scores, arm_log_loss, boosting_propensity_model,
-                                cross_fit_outcomes, cross_fit_propensity, folds, member_rows)
+                                cross_fit_outcomes, cross_fit_propensity, folds)
+from dowhy_cfr.plans import ensemble
 
 
 def test_cross_fit_propensity_is_out_of_fold_and_clipped():
@@ -87,13 +88,17 @@ def test_boosting_candidate_keeps_small_data_propensities_off_the_clip():
     assert np.mean(below["candidate"]) < np.mean(below["unregularised"]) / 2
 
 
-def test_member_rows_leave_one_fold_out():
+def test_cross_fitting_members_early_stop_on_their_own_fold():
+    """K-fold bagged members: member j trains on the other folds and validates on fold j, so
+    every unit is out of fold for exactly one member, stratified by arm."""
     arms = np.repeat([0, 1], [43, 58])
-    rows = member_rows(arms, 5, seed=3)
-    assert rows.shape[0] == 5 and len({len(r) for r in rows}) == 1
-    left_out = [np.setdiff1d(np.arange(101), r) for r in rows]
-    # every unit is left out by at least one member
-    assert np.unique(np.concatenate(left_out)).size == 101
+    plans = ensemble([3, 4, 5, 6, 7], arms, cross_fit=True)
+    held_out = np.concatenate([p.split[1] for p in plans])
+    assert np.array_equal(np.sort(held_out), np.arange(101))  # each unit once
+    for p in plans:
+        train, val = p.split
+        assert np.intersect1d(train, val).size == 0 and len(train) + len(val) == 101
+        assert abs(arms[val].mean() - arms.mean()) < 0.06  # stratified
 
 
 def test_grouped_folds_keep_every_group_in_one_fold():
@@ -110,14 +115,12 @@ def test_grouped_folds_keep_every_group_in_one_fold():
     assert straddle[False] > 20  # measured: 97 shared units over the 5 folds
 
 
-def test_grouped_member_rows_leave_whole_units_out():
+def test_grouped_cross_fitting_members_leave_whole_units_out():
     units = np.repeat(np.arange(60), 2)  # every unit twice
     arms = (units % 2).astype(int)
-    rows = member_rows(arms, 3, seed=0, groups=units)
-    for r in rows:
-        left_out = np.setdiff1d(np.arange(120), r)
-        assert np.intersect1d(units[r], units[left_out]).size == 0 or \
-            len(r) < 120 - len(left_out)  # trimming to a common size may drop single copies
+    for p in ensemble([0, 1, 2], arms, cross_fit=True, groups=units):
+        train, val = p.split
+        assert np.intersect1d(units[train], units[val]).size == 0
 
 
 def test_grouped_propensity_has_no_in_sample_advantage():
