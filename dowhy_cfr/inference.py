@@ -156,13 +156,13 @@ class AverageEffectsMixin:
         :func:`dowhy_cfr.debiased.best_linear_projection`). The intercept is the doubly robust
         ATE. A summary of heterogeneity with valid intervals, which ``effect(X)`` (the heads'
         unit-level effects) does not give; where the effect is close to linear it is also the
-        more accurate CATE (``docs/debiased.md``, "The best linear projection").
+        more accurate CATE (``docs/inference.md``, "How the effect varies").
 
         Parameters
         ----------
-        Z : array-like (n_units, q), DataFrame or Series, optional
-            Covariates of the fitted units, one row per unit in the order given to ``fit``: columns
-            of X or W, or other unit-level variables. None: the intercept alone.
+        Z : array-like, DataFrame or Series, optional
+            Covariates of the fitted units, shape (n, q): one row per unit in the order given to
+            ``fit``, columns of X or W or other unit-level variables. None: the intercept alone.
         T0, T1 : treatment labels (default 0 and 1)
         alpha : float, default 0.05
             Intervals at level ``1 - alpha``.

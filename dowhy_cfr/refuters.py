@@ -81,7 +81,7 @@ The first clause passes a representation whose remaining imbalance is what a ran
 same points gives (including data without confounding); the second passes a large reduction even
 when the sample is big enough for the test to detect a small remainder. The threshold is high
 because training also contracts the representation, which lowers the Wasserstein distance even
-without any balancing; the measurements behind it are in ``docs/dowhy.md``.
+without any balancing; the measurements behind it are in ``docs/balance.md``.
 
 With ``n_permutations=0`` no test is run (p-values are NaN) and only the reduction clause applies;
 with fewer than ``1/significance_level - 1`` permutations the test cannot reject (a warning says

