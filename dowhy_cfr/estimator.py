@@ -91,12 +91,13 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
 
     Parameters
     ----------
-    alpha : float, "auto" or list of float, default 0.05
+    alpha : float, "auto" or list of float, default 0.2
         Weight of the imbalance penalty (alpha of Eq. 3); ``alpha=0`` is TARNet. The factual loss
         is computed on the standardised outcome, so ``alpha`` does not depend on the units of Y.
         The paper's alpha = 0.3 was set on raw IHDP outcomes, whose variance is about 4 for a
         typical realization; on the standardised scale that corresponds to roughly 0.075. The
-        default was chosen by measurement (``docs/results.md``). ``"auto"`` (or a list) selects
+        default was chosen by measurement on IHDP, the simulated and the realistic designs
+        together (``docs/parameters.md``). ``"auto"`` (or a list) selects
         from :data:`dowhy_cfr.core.ALPHA_GRID` (the list) in one stack by the validation R-loss
         (``alpha_``, ``alpha_scores_``, ``docs/parameters.md``). Binary treatments only.
     ipm : {"wass", "wass2", "mmd2_lin", "mmd2_rbf"}
@@ -108,7 +109,8 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
     rep_weight_decay : bool
         Also penalise the representation's weights.
     n_rep_layers, rep_dim, n_head_layers, head_dim : int
-        Depth and width of the representation Phi and of each head (ELU; heads end linear).
+        Depth and width of the representation Phi and of each head (ELU; heads end linear);
+        default 2 layers of 64 each (the paper: 3 x 200 and 3 x 100; ``PAPER_IHDP``).
     normalization : {"divide", "none"}
         "divide" projects each representation onto the unit sphere (reference code).
     weight_init : float
@@ -143,15 +145,19 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
     model_final : sklearn regressor or None, default None
         Only used with ``W`` in ``fit``: CATE is then a function of ``X`` alone, so the unit-level
         effects ``tau(x_i, w_i)`` are regressed on ``x_i`` (None: HistGradientBoostingRegressor).
-    n_ensemble : int, default 1
-        Number of networks trained (stacked, in one pass) from different seeds and validation
-        splits; effects are averaged over them.
+    n_ensemble : int, default 5
+        Number of networks trained (stacked, in one pass) from different seeds; effects are
+        averaged over them. Five members of a small network are the default: measured more
+        accurate than one network of the paper's size at about the same cost (docs/parameters.md).
     debias : {"aipw", None}, default "aipw"
         "aipw": doubly robust averages (:mod:`dowhy_cfr.debiased`); effects are shifted by one
         constant per arm so that ``ate(X)`` over the fitted units is the AIPW ATE. None: the
         plug-in (also ``average_effect(..., debiased=False)``), no analytic intervals.
-    cross_fit : bool, default False
-        The ``n_ensemble`` members are cross-fitting folds (AIPW on out-of-fold predictions).
+    cross_fit : bool or "auto", default "auto"
+        The ``n_ensemble`` members are K-fold bagged: member j trains on the units outside the
+        j-th of K folds and early-stops on fold j, so every unit's outcome prediction from the
+        member that did not train on it enters the AIPW corrections (out of fold); effects still
+        average all members. "auto": True when ``n_ensemble >= 2``.
     model_propensity, min_propensity, cv : None, str, classifier or list; float; int
         Propensity model (None/"auto": the better by out-of-fold log-loss of a logistic regression
         and depth-3 boosting; EconML's names "linear", "forest", ... or a list to select from:
@@ -215,8 +221,8 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
         relative_patience=_D.relative_patience,
         reweight_sample=_D.reweight_sample, rbf_sigma=_D.rbf_sigma, wass_lambda=_D.wass_lambda,
         wass_iterations=_D.wass_iterations, wass_backprop=_D.wass_backprop,
-        scaling=_D.scaling, loss="auto", model_final=None, n_ensemble=1, debias="aipw",
-        cross_fit=False,
+        scaling=_D.scaling, loss="auto", model_final=None, n_ensemble=_D.n_ensemble,
+        debias="aipw", cross_fit=_D.cross_fit,
         model_propensity=None, min_propensity=0.05, cv=5, categories="auto", random_state=None,
         device="cpu", verbose=1,
     ):

@@ -157,10 +157,12 @@ class FitSettings:
         grid = alpha_grid(params.get("alpha", 0.0))
         if grid is not None:
             params["alpha"] = grid[0]
+        params["cross_fit"] = _cross_fit(params.get("cross_fit", False),
+                                         params.get("n_ensemble", 1))
         CFRConfig(**params).validate()
         _check_second_stages(est)
         return cls(params, grid, est.loss, V.check_int("n_ensemble", est.n_ensemble, 1),
-                   bool(est.cross_fit), est.debias, est.model_propensity,
+                   _cross_fit(est.cross_fit, est.n_ensemble), est.debias, est.model_propensity,
                    float(est.min_propensity), int(est.cv), est.model_final, est.categories,
                    est.random_state, resolve_device(est.device), est.verbose)
 
@@ -171,15 +173,20 @@ class FitSettings:
         return CFRConfig(loss=loss, **params).validate()
 
 
+def _cross_fit(cross_fit, n_ensemble: int) -> bool:
+    """``cross_fit="auto"``: the members are cross-fitting folds when there are at least two."""
+    return n_ensemble >= 2 if cross_fit == "auto" else bool(cross_fit)
+
+
 def _check_second_stages(est) -> None:
     """ValueError/TypeError naming the invalid parameter of the stages after training: the
     debiasing (``debias``, ``cross_fit``, ``min_propensity``, ``cv``) and ``model_final``."""
     if est.debias not in ("aipw", None):
         raise ValueError(f"debias={est.debias!r} is invalid: use 'aipw' (doubly robust averages) "
                          f"or None (the plug-in mean of the heads' effects)")
-    if not isinstance(est.cross_fit, (bool, np.bool_)):
-        raise TypeError(f"cross_fit must be True or False; got {est.cross_fit!r}")
-    if est.cross_fit and V.check_int("n_ensemble", est.n_ensemble, 1) < 2:
+    if not (isinstance(est.cross_fit, (bool, np.bool_)) or est.cross_fit == "auto"):
+        raise TypeError(f"cross_fit must be True, False or 'auto'; got {est.cross_fit!r}")
+    if est.cross_fit is True and V.check_int("n_ensemble", est.n_ensemble, 1) < 2:
         raise ValueError("cross_fit=True uses the n_ensemble members as cross-fitting folds; set "
                          "n_ensemble >= 2 (e.g. n_ensemble=5) or cross_fit=False")
     if not 0 < float(est.min_propensity) < 0.5:

@@ -15,6 +15,7 @@ TINY = dict(
     batch_size=32,
     verbose=0,
     random_state=0,
+    n_ensemble=1,  # one network: the tests check behaviour; ensembles are tested where named
 )
 
 
@@ -33,7 +34,7 @@ def make_confounded(n=400, d=5, seed=0, effect_scale=1.0):
 
 # Small stacked networks for the core's tests (``train_cfr``); tests override n_iter and the rest.
 CORE_SMALL = dict(n_rep_layers=2, rep_dim=16, n_head_layers=1, head_dim=16, batch_size=32,
-                  n_iter=60, eval_every=20)
+                  n_iter=60, eval_every=20, n_ensemble=1)
 
 
 def core_data(n=200, seed=0):
