@@ -350,7 +350,7 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
             Dataset k consists of the rows ``units[k]`` of shared ``X``/``W`` and of
             ``Y[k]``/``T[k]`` (e.g. each realization's own training units). Default: all rows.
         seeds : None, "fit" or array_like of int, optional
-            None: one seed per dataset (``n_ensemble`` 1); ``"fit"``: the seeds :meth:`fit`
+            None: ``n_ensemble`` fresh seeds per dataset; ``"fit"``: the seeds :meth:`fit`
             draws, for every dataset; or K (x ``n_ensemble``) seeds.
 
         Returns

@@ -384,6 +384,14 @@ class FittedMembers:
     def n_models(self) -> int:
         return self.net.n_models
 
+    def on_units(self, units: np.ndarray) -> "FittedMembers":
+        """The same members with their training/validation rows given as positions among
+        ``units`` (rows of a larger table, all of which the members' rows are among)."""
+        position = np.full(int(np.max(units)) + 1, -1)
+        position[units] = np.arange(len(units))
+        return dataclasses.replace(self, train_rows=position[self.train_rows],
+                                   val_rows=position[self.val_rows])
+
     def select(self, members: list) -> "FittedMembers":
         """Only the given members, renumbered 0, 1, ..."""
         h = self.history[self.history["member"].isin(members)].copy()

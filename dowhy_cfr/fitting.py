@@ -560,8 +560,8 @@ def fit_stacked(est, Y, T, X, W=None, units=None, seeds=None):
     all trained in one stacked pass; also returns ``(Y[0], T[0], X[0])`` for EconML's
     bookkeeping.
 
-    ``seeds``: None draws one seed per dataset from ``est.random_state`` (``n_ensemble`` must be
-    1); ``"fit"`` gives every dataset the seeds ``est.fit`` draws (its ``n_ensemble`` members), so
+    ``seeds``: None draws ``n_ensemble`` seeds per dataset from ``est.random_state``; ``"fit"``
+    gives every dataset the seeds ``est.fit`` draws (its ``n_ensemble`` members), so
     dataset k's fit is what ``est.fit`` on it alone gives; or K (x n_ensemble) explicit seeds.
     """
     settings = FitSettings.of(est)
@@ -578,19 +578,20 @@ def fit_stacked(est, Y, T, X, W=None, units=None, seeds=None):
     data = _shared_covariates(data, xs, ws, units)
     rows = _check_units(units, k, len(data[0].y))
     if settings.cross_fit:
-        if rows is not None:
-            raise ValueError("units cannot be combined with cross_fit=True in fit_stacked")
         plans = [p for j, d in enumerate(data) for p in P.ensemble(
-            member_seeds[j * e:(j + 1) * e], d.arms, cross_fit=settings.cross_fit, dataset=j)]
+            member_seeds[j * e:(j + 1) * e], d.arms, cross_fit=True, dataset=j,
+            units=None if rows is None else rows[j])]
     else:
         plans = P.datasets(member_seeds, e, units=rows)
     trained = train_members(settings, plans, datasets=data)
     fits, propensities = [], _PropensityCache(settings)
     for j, d in enumerate(data):
+        members = trained.subset(list(range(j * e, (j + 1) * e)))
         used = d if rows is None else d.subset(rows[j])
+        if rows is not None:  # the members' units as positions among the dataset's units
+            members = dataclasses.replace(members, members=members.members.on_units(rows[j]))
         prop = propensities.get(used, member_seeds[j * e]) if settings.debias else None
-        fits.append(assemble(settings, trained.subset(list(range(j * e, (j + 1) * e))), used,
-                             prop))
+        fits.append(assemble(settings, members, used, prop))
     return fits, (ys[0], ts[0], xs[0])
 
 
@@ -655,10 +656,7 @@ def _check_units(units, k: int, n: int):
 def _stacked_seeds(settings: FitSettings, seeds, k: int, e: int) -> list[int]:
     """The ``k * e`` member seeds of fit_stacked (dataset j: members ``j*e .. j*e+e-1``)."""
     if seeds is None:
-        if e != 1:
-            raise ValueError("fit_stacked with seeds=None needs n_ensemble=1 (one network per "
-                             "dataset); use seeds='fit' for ensembles")
-        return P.draw_seeds(settings.random_state, k)
+        return P.draw_seeds(settings.random_state, k * e)
     if isinstance(seeds, str):
         if seeds != "fit":
             raise ValueError(f"seeds={seeds!r} is invalid: use None, 'fit' or K seeds")

@@ -26,7 +26,7 @@ from dowhy_cfr.core.ipm import imbalance, mmd2_lin, mmd2_rbf, wasserstein
 from dowhy_cfr.refuters import RepresentationBalanceResult, representation_balance
 
 TINY = dict(n_rep_layers=2, rep_dim=16, n_head_layers=1, head_dim=16, n_iter=200, batch_size=64,
-            learning_rate=1e-2, ipm="mmd2_lin", verbose=0, random_state=0)
+            learning_rate=1e-2, ipm="mmd2_lin", verbose=0, random_state=0, n_ensemble=1)
 COLS = ["W0", "W1", "X0"]
 IPMS = ("mmd2_lin", "mmd2_rbf", "wass")
 N_PERM = 19  # smallest count whose p-value can reach 0.05

@@ -283,15 +283,19 @@ def test_fit_stacked_gives_the_same_debiased_estimate():
 
 
 def test_cross_fit_uses_out_of_fold_predictions():
+    """K-fold bagged members: a unit's outcome prediction in the AIPW stage is that of the one
+    member that did not train on it (it early-stopped on the unit's fold)."""
     X, T, Y, _ = make_confounded(n=300)
-    est = CFR(**TINY, n_ensemble=3, cross_fit=True).fit(Y, T, X=X)
+    est = CFR(**{**TINY, "n_ensemble": 3}, cross_fit=True).fit(Y, T, X=X)
     fitted = est.fitted_
     outs = fitted.outputs(fitted.features(X))  # (K, arms, n)
-    seen = np.zeros((3, 300), bool)
     for k in range(3):
-        seen[k, np.concatenate([fitted.members.train_rows[k], fitted.members.val_rows[k]])] = True
-    i = int(np.flatnonzero(~seen[0] & seen[1] & seen[2])[0])
-    np.testing.assert_allclose(fitted.debiased.mu[i], outs[0, :, i])
+        held_out = np.setdiff1d(np.arange(300), fitted.members.train_rows[k])
+        others = [j for j in range(3) if j != k]
+        for i in held_out[:5]:
+            assert all(i in fitted.members.train_rows[j] for j in others)
+            np.testing.assert_allclose(fitted.debiased.mu[i], outs[k, :, i])
+    assert not np.allclose(fitted.debiased.mu, fitted.debiased.mu_plugin)
     assert est.ate() == pytest.approx(np.mean(est.effect(X)), rel=1e-8)
     with pytest.raises(ValueError, match="n_ensemble"):
         CFR(**TINY, cross_fit=True).fit(Y, T, X=X)

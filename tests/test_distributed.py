@@ -13,7 +13,7 @@ from dowhy_cfr import CFR
 from helpers import make_confounded, slope, sqrt_pehe
 
 PARAMS = dict(n_rep_layers=2, rep_dim=32, n_head_layers=1, head_dim=32, n_iter=300,
-              eval_every=50, batch_size=50, verbose=0, random_state=0)
+              eval_every=50, batch_size=50, verbose=0, random_state=0, n_ensemble=1)
 
 
 def _free_port():

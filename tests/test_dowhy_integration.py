@@ -41,7 +41,7 @@ from dowhy_cfr import CFR, CFREstimator, TARNet, TARNetEstimator
 from dowhy_cfr import dowhy_adapter, registration
 
 TINY = dict(n_rep_layers=2, rep_dim=16, n_head_layers=1, head_dim=16, n_iter=200, batch_size=64,
-            learning_rate=1e-2, ipm="mmd2_lin", verbose=0, random_state=0)
+            learning_rate=1e-2, ipm="mmd2_lin", verbose=0, random_state=0, n_ensemble=1)
 COLS = ["W0", "W1", "X0"]
 TOL = 0.35  # ~1.8x the largest measured error (0.19); the naive estimate is off by > 2
 PLUGIN_TOL = 0.35  # the heads' plug-in ATE: measured errors <= 0.22 trained, >= 0.81 untrained

@@ -46,7 +46,7 @@ from dowhy_cfr.stacked_refuters import stacking_options
 
 # torch runs single-threaded in tests: see conftest.py
 TINY = dict(n_rep_layers=2, rep_dim=16, n_head_layers=1, head_dim=16, n_iter=200, batch_size=64,
-            learning_rate=1e-2, ipm="mmd2_lin", verbose=0, random_state=0)
+            learning_rate=1e-2, ipm="mmd2_lin", verbose=0, random_state=0, n_ensemble=1)
 #: DoWhy's estimator arguments of every case: tiny networks, 2 bootstrap simulations each.
 METHOD_PARAMS = {"init_params": TINY, "num_simulations": 2, "num_null_simulations": 2}
 #: Relative ATE error allowed (DoWhy's tolerances: 10-40%). Measured on data seeds 0-4: at most

@@ -46,7 +46,7 @@ from dowhy_cfr import CFR, CFRBootstrapInference
 
 # torch runs single-threaded in tests: see conftest.py
 TINY = dict(n_rep_layers=2, rep_dim=16, n_head_layers=1, head_dim=16, n_iter=60, eval_every=20,
-            batch_size=32, verbose=0, random_state=0)
+            batch_size=32, verbose=0, random_state=0, n_ensemble=1)
 INFERENCES = ["auto", "bootstrap"]
 POINTWISE = "inference='bootstrap'"  # the fix named by the default inference's pointwise error
 

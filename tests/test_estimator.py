@@ -163,7 +163,7 @@ def test_string_treatment_labels_and_categories():
 
 def test_ensemble_averages_members():
     X, T, Y, _ = make_confounded(n=200)
-    est = CFR(n_ensemble=3, **TINY).fit(Y, T, X=X)
+    est = CFR(**{**TINY, "n_ensemble": 3}).fit(Y, T, X=X)
     assert est.history_["member"].nunique() == 3 and len(est.best_iteration_) == 3
     fitted = est.fitted_
     outs = fitted.outputs(fitted.features(X[:4]))  # (K, arms, n)
@@ -246,7 +246,7 @@ def test_estimator_defaults_are_cfrconfig_defaults():
         for name in shared:
             assert params[name].default == getattr(config, name), name
         assert cls().get_params()["n_iter"] == config.n_iter  # sklearn sees the same defaults
-    assert CFR().alpha == config.alpha == 0.05
+    assert CFR().alpha == config.alpha == 0.2
     assert CFR().relative_patience == config.relative_patience
 
 

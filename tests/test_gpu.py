@@ -13,9 +13,9 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GP
 @cuda
 def test_cuda_fit_matches_cpu_closely():
     X, T, Y, _ = make_confounded(n=200)
-    gpu = CFR(device="cuda", n_ensemble=2, **TINY).fit(Y, T, X=X,
+    gpu = CFR(**{**TINY, "n_ensemble": 2}, device="cuda").fit(Y, T, X=X,
                                                        inference=CFRBootstrapInference(3))
-    cpu = CFR(device="cpu", n_ensemble=2, **TINY).fit(Y, T, X=X)
+    cpu = CFR(**{**TINY, "n_ensemble": 2}, device="cpu").fit(Y, T, X=X)
     assert gpu.fitted_.members.net.rep_weights[0].is_cuda
     np.testing.assert_allclose(gpu.effect(X), cpu.effect(X), atol=5e-3)
     lo, hi = gpu.effect_interval(X[:5])
@@ -100,7 +100,7 @@ def test_cuda_default_ate_and_interval_match_cpu():
 @cuda
 def test_cuda_fitted_model_saves_and_loads_on_the_cpu(tmp_path):
     X, T, Y, _ = make_confounded(n=200)
-    est = CFR(device="cuda", n_ensemble=2, **TINY).fit(Y, T, X=X)
+    est = CFR(**{**TINY, "n_ensemble": 2}, device="cuda").fit(Y, T, X=X)
     loaded = CFR.load(est.save(tmp_path / "gpu.cfr"))
     assert not loaded.fitted_.members.net.rep_weights[0].is_cuda
     np.testing.assert_allclose(loaded.effect(X), est.effect(X), atol=1e-5)

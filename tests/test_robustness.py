@@ -177,7 +177,7 @@ def test_extreme_imbalance_and_small_n():
     T = np.zeros(500, dtype=int)
     T[rng.choice(500, 10, replace=False)] = 1  # 2% treated
     Y = X[:, 0] + T + rng.normal(size=500)
-    est = CFR(**FAST).fit(Y, T, X=X)
+    est = CFR(**{**FAST, "alpha": 0.05}).fit(Y, T, X=X)
     eff = est.effect(X)
     assert np.all(np.isfinite(eff))
     # the training went on despite 2% treated: the control head has picked up y ~ x0 in 20
@@ -207,8 +207,8 @@ def test_callers_data_is_never_modified():
 def test_same_seed_same_result_in_stacked_and_bootstrap_paths():
     from dowhy_cfr import CFRBootstrapInference
 
-    a = CFR(n_ensemble=2, **FAST).fit(Y0, T0, X=X0, inference=CFRBootstrapInference(3))
-    b = CFR(n_ensemble=2, **FAST).fit(Y0, T0, X=X0, inference=CFRBootstrapInference(3))
+    a = CFR(**{**FAST, "n_ensemble": 2}).fit(Y0, T0, X=X0, inference=CFRBootstrapInference(3))
+    b = CFR(**{**FAST, "n_ensemble": 2}).fit(Y0, T0, X=X0, inference=CFRBootstrapInference(3))
     np.testing.assert_array_equal(a.effect(X0), b.effect(X0))
     np.testing.assert_array_equal(a.effect_interval(X0)[0], b.effect_interval(X0)[0])
 

@@ -18,7 +18,7 @@ def test_round_trip_is_bit_identical(tmp_path, cls):
     X, T, Y, _ = make_confounded(n=150)
     Xdf = pd.DataFrame(X, columns=list("abcde"))
     labels = np.where(T == 1, "treated", "control")
-    est = cls(n_ensemble=2, **TINY).fit(Y, labels, X=Xdf)
+    est = cls(**{**TINY, "n_ensemble": 2}).fit(Y, labels, X=Xdf)
     path = est.save(tmp_path / "model.cfr")
     loaded = cls.load(path)
     assert type(loaded) is cls and loaded.get_params() == est.get_params()

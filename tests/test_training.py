@@ -278,7 +278,8 @@ def test_training_is_deterministic():
 def test_early_stopping_keeps_best_checkpoint(relative_patience):
     x, t, y, tr, va = core_data()
     cfg = CFRConfig(**{**CORE_SMALL, "n_iter": 2000, "eval_every": 10, "patience": 3,
-                       "learning_rate": 0.01, "relative_patience": relative_patience})
+                       "learning_rate": 0.01, "relative_patience": relative_patience,
+                       "alpha": 0.05})
     res = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg, seeds=[0])
     h = res.history
     assert res.n_steps < 2000  # stopped early
