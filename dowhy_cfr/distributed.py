@@ -89,7 +89,8 @@ def fit_distributed(est, Y, T, X, *, validation, ipm_batch: str = "global"):
         raise ValueError(f"ipm_batch={ipm_batch!r} is invalid: choose 'global' or 'local'")
     settings = fitting.FitSettings.of(est)
     if settings.n_ensemble != 1:
-        raise ValueError("fit_distributed trains one network: use n_ensemble=1")
+        raise ValueError(f"fit_distributed trains one network (n_ensemble="
+                         f"{settings.n_ensemble} given): pass CFR(n_ensemble=1, ...)")
     y = V.as_1d("Y", Y).astype("float64")
     V.check_finite("Y", y)
     t = V.as_1d("T", T)

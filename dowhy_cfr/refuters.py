@@ -482,13 +482,14 @@ def _unit_rows(members, units, member: int, n: int):
                       "fit_chunks): analysing all units, including those the network trained "
                       "on; pass held-out data with units='all' instead", UserWarning, stacklevel=3)
         return np.arange(n), "all"
-    fitted_rows = np.unique(np.concatenate([members.train_rows[member],
-                                            members.val_rows[member]]))
+    fitted_rows = np.unique(np.concatenate([*members.train_rows, *members.val_rows]))
     if len(fitted_rows) != n or fitted_rows[-1] != n - 1:
         raise ValueError(f"units={units!r} needs the data the estimate was fitted on ({n} rows "
                          f"given, {len(fitted_rows)} fitted); for other data use units='all'")
-    chosen = members.val_rows if units == "validation" else members.train_rows
-    return np.unique(chosen[member]), units
+    trained = np.unique(members.train_rows[member])
+    if units == "training":
+        return trained, units
+    return np.setdiff1d(np.arange(n), trained), units  # every unit the network did not train on
 
 
 def _subsample(rows: np.ndarray, arms_all: np.ndarray, n_arms: int, max_units: int, rng):

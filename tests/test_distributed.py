@@ -88,4 +88,4 @@ def test_requires_a_process_group():
 
     X, T, Y, _ = make_confounded(n=100)
     with pytest.raises(RuntimeError, match="process group"):
-        fit_distributed(CFR(), Y, T, X, validation=(Y, T, X))
+        fit_distributed(CFR(n_ensemble=1), Y, T, X, validation=(Y, T, X))

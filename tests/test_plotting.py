@@ -95,7 +95,7 @@ def test_plot_history_data_labels_and_best_marker(cfr, figs):
     assert "factual loss" in ax_loss.get_ylabel() and "MSE" in ax_loss.get_ylabel()
     assert "Wasserstein" in ax_imb.get_ylabel()
     title = fig._suptitle.get_text()
-    assert "CFR" in title and "'wass'" in title and "alpha=0.05" in title
+    assert "CFR" in title and "'wass'" in title and f"alpha={cfr.alpha}" in title
 
 
 def test_plot_history_tarnet_title_and_given_axes(tarnet, figs):
