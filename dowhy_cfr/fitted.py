@@ -529,6 +529,19 @@ class FittedCFR:
             return self.final.predict(x)
         return self.unit_effects(self.preprocessing.x(x))
 
+    @property
+    def folds_as_members(self) -> bool:
+        """Whether the members are K-fold bagged (``cross_fit``, K >= 2): member j left out the
+        j-th fold, which makes their spread a delete-a-group jackknife."""
+        return self.members.n_models >= 2 and self.config.cross_fit in (True, "auto")
+
+    def member_potential_outcomes(self, X) -> np.ndarray:
+        """Each member's potential outcomes at the X block, plus the debiasing shift:
+        (K, n_arms, m). Without W at fit only (with W the effects are ``model_final``'s)."""
+        x = X.array if isinstance(X, EncodedX) else self.columns.block("X", X)
+        out = self.outputs(self.preprocessing.x(x))
+        return out if self.debiased is None else out + self.debiased.arm_shift[None, :, None]
+
     def representation(self, xw_std: np.ndarray, member: int, *, at_init: bool = False):
         """``Phi`` of one member (m, rep_dim): trained, or the same network before training."""
         member = V.check_int("member", member, 0, self.members.n_models)

@@ -26,6 +26,7 @@ from econml.inference._inference import Inference
 from econml.inference._bootstrap import BootstrapEstimator
 from econml.utilities import Summary, filter_none_kwargs
 from scipy.stats import norm
+from scipy.stats import t as student_t
 from sklearn.base import clone
 
 from . import _validation as V
@@ -35,10 +36,9 @@ from .nuisance import Propensity
 
 __all__ = ["CFRBootstrapInference", "CFRAIPWInference", "AverageEffectsMixin"]
 
-_POINTWISE = ("{name} is not available with inference='aipw' (the default): it gives analytic "
-              "intervals for the average effects over the fitted units only (ate_interval, "
-              "ate_inference, average_effect) and for how the effect varies with covariates "
-              "(best_linear_projection). For pointwise intervals fit with "
+_POINTWISE = ("{name} under inference='aipw' (the default) reads the spread of the K-fold bagged "
+              "ensemble members (a delete-a-group jackknife, docs/inference.md); {why}. Refit with "
+              "n_ensemble >= 2 and cross_fit='auto' (the defaults), or with "
               "inference='bootstrap'.")
 _OTHER_UNITS = ("inference='aipw' (the default) gives the interval of the average effect over the "
                 "fitted units only: call ate_interval() with X=None or with the X passed to fit. "
@@ -97,6 +97,30 @@ class _RowNormalResults(NormalInferenceResults):
 
     def scale(self, factor):
         super().scale(_per_row(factor, self.pred))
+
+
+class _JackknifeResults(_RowNormalResults):
+    """Pointwise results of the members' jackknife: the standard error is the jackknife's, the
+    intervals and p-values use Student's t with ``df = K - 1`` degrees of freedom (K members)."""
+
+    def __init__(self, *args, df: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.df = int(df)
+
+    def conf_int(self, alpha=0.05):
+        q = student_t.ppf(1 - alpha / 2, self.df)
+        return self.point_estimate - q * self.stderr, self.point_estimate + q * self.stderr
+
+    def pvalue(self, value=0):
+        return 2 * student_t.sf(np.abs(self.zstat(value)), self.df)
+
+
+def jackknife_stderr(values: np.ndarray) -> np.ndarray:
+    """The delete-a-group jackknife standard error of the mean of ``values`` (K, ...), the
+    statistic of each of K estimates that each left out one of K groups:
+    ``sqrt((K - 1) / K * sum_j (v_j - mean)^2)`` (Efron & Stein 1981; Kott 2001)."""
+    k = values.shape[0]
+    return np.sqrt((k - 1) / k * ((values - values.mean(0)) ** 2).sum(0))
 
 
 def _portable(res):
@@ -318,12 +342,26 @@ class CFRAIPWInference(Inference):
     ``const_marginal_ate_interval(X)`` are those of the AIPW ATE over the fitted units -- X must
     be None or the X given to ``fit``. The standard error is the influence function's
     (:func:`dowhy_cfr.debiased.average_effect`); ``est.average_effect("att")`` gives the ATT and
-    ATC. Pointwise intervals (``effect_interval``) are not available: the AIPW correction is for
-    averages; fit with ``inference="bootstrap"`` for them.
+    ATC.
+
+    Pointwise intervals (``effect_interval``, ``effect_inference``,
+    ``const_marginal_effect_interval``/``_inference``) of the CATE ``tau(x)`` come from the
+    members: with ``n_ensemble = K >= 2`` K-fold bagged members (the default), member j left out
+    fold j, so the members' effects at x are the leave-one-fold-out estimates of a
+    delete-a-group jackknife. The standard error is
+    ``sqrt((K - 1) / K * sum_j (tau_j(x) - mean_j tau_j(x))^2)`` and the interval
+    ``effect(x) +- t_{K-1, 1 - alpha/2} * stderr``. It is an interval for ``tau(x)`` (not for a
+    unit's ``Y(1) - Y(0)``), it costs no training, and it covers the variance of the estimate,
+    not its bias: where the networks smooth over a jump or extrapolate, it under-covers
+    (coverage measured in ``docs/inference.md``). Not with W at fit (``model_final``'s effects):
+    use ``inference="bootstrap"`` there.
     """
 
-    #: No pointwise (``effect_interval``) intervals: the AIPW correction is for averages.
-    pointwise = False
+    @property
+    def pointwise(self) -> bool:
+        """Whether ``effect_interval`` works: K-fold bagged members (K >= 2), no W at fit."""
+        fitted = self._est.fitted_
+        return fitted.folds_as_members and fitted.final is None and fitted.columns.n_x > 0
 
     @classmethod
     def default_for(cls, estimator):
@@ -376,10 +414,63 @@ class CFRAIPWInference(Inference):
     def marginal_ate_interval(self, T, X=None, *, alpha=0.05):
         return self.const_marginal_ate_interval(X, alpha=alpha)
 
-    def __getattr__(self, name):
-        if name.startswith(("effect_", "const_marginal_effect_", "marginal_effect_")):
-            raise NotImplementedError(_POINTWISE.format(name=name))
-        raise AttributeError(name)
+    # ------------------------------------------------------------------ pointwise
+    def _member_outcomes(self, X, name: str) -> np.ndarray:
+        """The members' potential outcomes at X, (K, n_arms, m); NotImplementedError naming
+        the fix where the fit has no jackknife members."""
+        fitted = self._est.fitted_
+        if fitted.columns.n_x == 0:
+            raise ValueError(f"{name} needs X: the estimator was fitted with X=None; use "
+                             f"ate_interval() for the average effect")
+        if X is None:
+            raise ValueError(f"{name} needs the units' X (pass X=...)")
+        if fitted.final is not None:
+            why = "with W at fit the effects are model_final's regression, not the members'"
+            raise NotImplementedError(_POINTWISE.format(name=name, why=why))
+        if not fitted.folds_as_members:
+            why = (f"this fit has {fitted.members.n_models} member(s)" +
+                   ("" if fitted.members.n_models < 2 else " trained with cross_fit=False"))
+            raise NotImplementedError(_POINTWISE.format(name=name, why=why))
+        return fitted.member_potential_outcomes(X)
+
+    def _results(self, pred, stderr, d_t):
+        est = self._est
+        names = dict(feature_names=est.cate_feature_names(), output_names=est.cate_output_names())
+        if d_t is not None:
+            names["treatment_names"] = est.cate_treatment_names()
+        return _JackknifeResults(d_t, self.d_y, pred, np.reshape(stderr, np.shape(pred)), None,
+                                 "effect", None, df=est.fitted_.members.n_models - 1, **names)
+
+    def const_marginal_effect_inference(self, X):
+        outcomes = self._member_outcomes(X, "const_marginal_effect_inference")
+        pred = np.asarray(self._est.const_marginal_effect(X), dtype=float)
+        effects = np.moveaxis(outcomes[:, 1:, :] - outcomes[:, :1, :], 1, -1)  # (K, m, d_t)
+        return self._results(pred, jackknife_stderr(effects), self.d_t)
+
+    def const_marginal_effect_interval(self, X, *, alpha=0.05):
+        return self.const_marginal_effect_inference(X).conf_int(alpha=alpha)
+
+    def effect_inference(self, X, *, T0=0, T1=1):
+        outcomes = self._member_outcomes(X, "effect_inference")
+        pred = np.asarray(self._est.effect(X, T0=T0, T1=T1), dtype=float)  # checks the labels
+        m = outcomes.shape[-1]
+        encoding = self._est.fitted_.encoding
+        a0, a1 = (np.broadcast_to(encoding.arms(np.asarray(T, dtype=object).ravel()), (m,))
+                  for T in (T0, T1))
+        rows = np.arange(m)
+        effects = outcomes[:, a1, rows] - outcomes[:, a0, rows]  # (K, m)
+        return self._results(pred, jackknife_stderr(effects), None)
+
+    def effect_interval(self, X, *, T0=0, T1=1, alpha=0.05):
+        return self.effect_inference(X, T0=T0, T1=T1).conf_int(alpha=alpha)
+
+    def marginal_effect_inference(self, T, X):
+        """As :meth:`const_marginal_effect_inference` (a discrete treatment's marginal effect
+        does not depend on T)."""
+        return self.const_marginal_effect_inference(X)
+
+    def marginal_effect_interval(self, T, X, *, alpha=0.05):
+        return self.const_marginal_effect_interval(X, alpha=alpha)
 
 _BOOTSTRAP_TYPES = ("percentile", "pivot", "normal")
 

@@ -532,7 +532,7 @@ def _has_inference(est) -> bool:
     if not hasattr(est, "effect_interval"):
         return False
     inference = getattr(est, "_inference", object())
-    # CFR's default analytic (AIPW) inference has intervals for averages only, none per unit
+    # CFR's default inference has pointwise intervals only with K-fold bagged members, no W
     return inference is not None and getattr(inference, "pointwise", True)
 
 
@@ -542,8 +542,8 @@ def plot_cate(est, X, *, alpha: float = 0.05, sort: bool = True, true_effect=Non
 
     Left: histogram of ``tau_hat`` with its mean (the ATE estimate). Right: ``tau_hat`` per
     unit, sorted by its value when ``sort`` (units in the given order otherwise), with the
-    ``1 - alpha`` intervals of ``effect_interval`` as a band when the estimator was fitted with
-    inference (e.g. ``inference="bootstrap"``). ``true_effect``, when known (simulations),
+    ``1 - alpha`` intervals of ``effect_interval`` as a band when the estimator has them (the
+    default K-fold bagged members' jackknife, or ``inference="bootstrap"``). ``true_effect``, when known (simulations),
     is overlaid in both panels.
 
     Parameters
@@ -583,7 +583,8 @@ def plot_cate(est, X, *, alpha: float = 0.05, sort: bool = True, true_effect=Non
     truth = None if true_effect is None else V.as_vector("true_effect", true_effect, n)
     lo = hi = None
     if intervals is True and not _has_inference(est):
-        raise ValueError("intervals=True needs an estimator fitted with inference, e.g. "
+        raise ValueError("intervals=True needs pointwise intervals: the default n_ensemble=5 "
+                         "(K-fold bagged members) without W, or "
                          "fit(..., inference='bootstrap')")
     if intervals is not False and _has_inference(est):
         lo, hi = est.effect_interval(X, alpha=alpha)
