@@ -226,6 +226,10 @@ def test_cli_end_to_end(tmp_path, capsys):
     has_interval = raw.set_index(["design", "method"])["ate_width"].notna()
     assert has_interval.xs("CFR", level="method").all()
     assert not has_interval.xs("XLearner", level="method").any()
+    # CFR's default members give pointwise intervals of tau(x) on the test units
+    tau_cov = raw.set_index(["design", "method"])["tau_coverage"]
+    assert tau_cov.xs("CFR", level="method").between(0, 1).all()
+    assert tau_cov.xs("XLearner", level="method").isna().all()
     np.testing.assert_allclose(raw["ate_abs_error"], (raw["ate"] - raw["ate_true"]).abs())
     data = pd.read_csv(out / "realistic_data.csv")
     assert list(data.columns) == DATA_COLUMNS and len(data) == 2

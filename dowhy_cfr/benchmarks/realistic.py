@@ -35,7 +35,8 @@ from ..datasets.realistic import DEFAULT_DESIGNS, DESIGNS, OVERLAPS, simulate_re
 from . import report
 from ._runner import TaskPool, add_threads_argument, progress_bar
 from .methods import parse_cfr_params
-from .synthetic import CFR_FAMILY, cfr_inference, interval_coverage, make_estimator
+from .synthetic import (CFR_FAMILY, cfr_inference, interval_coverage, make_estimator,
+                        pointwise_interval)
 
 __all__ = ["REALISTIC_METHODS", "ROW_COLUMNS", "DATA_COLUMNS", "run_one", "data_row",
            "run_realistic", "summarize_realistic", "realistic_markdown", "parse_cfr_params",
@@ -47,12 +48,13 @@ REALISTIC_METHODS = ("CFR", "TARNet", "CFR-ens5", "XLearner", "TLearner", "SLear
 #: Columns of the per-run CSV.
 ROW_COLUMNS = ["design", "n", "seed", "method", "pehe", "ate", "ate_true", "ate_sample",
                "ate_error", "ate_abs_error", "ate_lower", "ate_upper", "ate_covered",
-               "ate_width", "time_s", "cpu_s", "error"]
+               "ate_width", "tau_coverage", "tau_width", "time_s", "cpu_s", "error"]
 #: Columns of the per-data-set CSV (what each design looks like at each n and seed).
 DATA_COLUMNS = ["design", "n", "seed", "table", "surface", "p", "with_replacement",
                 "treated_share", "extreme_share", "table_extreme_share", "overlap",
                 "heterogeneity", "tau_sd", "ate_true", "ate_mc_se", "ate_sample"]
-_METRICS = ["pehe", "ate_abs_error", "ate_covered", "ate_width", "time_s", "cpu_s"]
+_METRICS = ["pehe", "ate_abs_error", "ate_covered", "ate_width", "tau_coverage", "tau_width",
+            "time_s", "cpu_s"]
 
 
 # ------------------------------------------------------------------------------ one run
@@ -126,11 +128,14 @@ def run_one(design: str, n: int, seed: int, method: str, settings: dict) -> dict
             tau_hat = np.asarray(est.effect(data.test.X), dtype=float).reshape(-1)
             ate = float(np.asarray(est.ate(data.X), dtype=float).reshape(-1)[0])
             lo, hi = _interval(est, data.X, settings["alpha"])
+            tau_lo, tau_hi = pointwise_interval(est.effect_interval, data.test.X,
+                                                settings["alpha"])
     except Exception as exc:  # noqa: BLE001 - one failed fit must not end a long run
         row["error"] = f"{type(exc).__name__}: {exc}"[:300]
         return row
     covered, width = interval_coverage(data.ate, lo, hi)
-    row.update(pehe=float(np.sqrt(np.mean((tau_hat - data.test.tau) ** 2))), ate=ate,
+    tau_cov, tau_width = interval_coverage(data.test.tau, tau_lo, tau_hi)
+    row.update(tau_coverage=tau_cov, tau_width=tau_width, pehe=float(np.sqrt(np.mean((tau_hat - data.test.tau) ** 2))), ate=ate,
                ate_error=ate - data.ate, ate_abs_error=abs(ate - data.ate), ate_lower=lo,
                ate_upper=hi, ate_covered=covered, ate_width=width)
     return row
@@ -157,8 +162,8 @@ def _relative_pehe(raw: pd.DataFrame, reference: str | None) -> pd.Series:
 def _stats(g: pd.DataFrame) -> dict:
     ok = g[_succeeded(g["error"])]
     row = dict(runs=len(ok), failed=len(g) - len(ok))
-    for m in _METRICS:
-        v = ok[m].to_numpy(dtype=float)
+    for m in _METRICS:  # a raw file from before a metric existed: NaN
+        v = ok[m].to_numpy(dtype=float) if m in ok else np.array([])
         v = v[~np.isnan(v)]
         row[f"{m}_mean"] = float(v.mean()) if v.size else np.nan
         row[f"{m}_se"] = float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else np.nan
@@ -198,7 +203,8 @@ def _cell(mean, se=np.nan, digits: int = 3) -> str:
 def _overall_table(summary: pd.DataFrame, reference: str | None) -> str:
     ref = reference or "—"
     header = ["n", "method", "runs", "√PEHE", f"√PEHE / {ref}", f"beats {ref}", "ATE abs. error",
-              "ATE coverage", "ATE width", "s / fit", "CPU s / fit"]
+              "ATE coverage", "ATE width", "τ(x) coverage", "τ(x) width", "s / fit",
+              "CPU s / fit"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for _, r in summary[summary["design"] == "all"].iterrows():
         runs = f"{r['runs']}" + (f" ({r['failed']} failed)" if r["failed"] else "")
@@ -206,6 +212,7 @@ def _overall_table(summary: pd.DataFrame, reference: str | None) -> str:
                  _cell(r["rel_pehe"], digits=2), _cell(r["rel_pehe_wins"], digits=2),
                  _cell(r["ate_abs_error_mean"], r["ate_abs_error_se"]),
                  _cell(r["ate_covered_mean"], digits=2), _cell(r["ate_width_mean"]),
+                 _cell(r["tau_coverage_mean"], digits=2), _cell(r["tau_width_mean"]),
                  _cell(r["time_s_mean"], digits=1), _cell(r["cpu_s_mean"], digits=1)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -40,8 +40,8 @@ from ._runner import TaskPool, add_threads_argument, chunks, progress_bar
 from .methods import parse_cfr_params
 
 __all__ = ["SYNTHETIC_METHODS", "EXTRA_PEERS", "CFR_FAMILY", "INTERVAL_METHODS", "ROW_COLUMNS",
-           "ProjectionCATE", "interval_coverage", "make_estimator", "cfr_inference", "run_data",
-           "run_one", "run_synthetic", "summarize_synthetic", "synthetic_markdown", "add_parsers",
+           "ProjectionCATE", "interval_coverage", "pointwise_interval", "make_estimator",
+           "cfr_inference", "run_data", "run_one", "run_synthetic", "summarize_synthetic", "synthetic_markdown", "add_parsers",
            "run_command"]
 
 #: Methods of the synthetic benchmark, in table order.
@@ -246,7 +246,7 @@ def interval_coverage(truth, lower, upper) -> tuple[float, float]:
     return float(covered.mean()), float(np.mean(upper - lower))
 
 
-def _interval(fn, x, alpha: float):
+def pointwise_interval(fn, x, alpha: float):
     """``fn(x, alpha=alpha)`` as two float arrays, or NaN when the method has no interval
     (EconML raises AttributeError when ``inference`` is None; other errors propagate)."""
     try:
@@ -366,9 +366,9 @@ def _metrics(est, x, x_test, tau_train, tau_test, alpha: float, ate_true: float)
     mean of tau over the training units)."""
     tau_hat = np.asarray(est.effect(x_test), dtype=float).reshape(-1)
     ate = float(np.asarray(est.ate(x), dtype=float).reshape(-1)[0])
-    lo, hi = _interval(est.ate_interval, x, alpha)
+    lo, hi = pointwise_interval(est.ate_interval, x, alpha)
     covered, width = interval_coverage(ate_true, lo, hi)
-    tau_lo, tau_hi = _interval(est.effect_interval, x_test, alpha)
+    tau_lo, tau_hi = pointwise_interval(est.effect_interval, x_test, alpha)
     tau_cov, tau_width = interval_coverage(tau_test, tau_lo, tau_hi)
     return dict(pehe=float(np.sqrt(np.mean((tau_hat - tau_test) ** 2))), ate=ate,
                 ate_true=ate_true, ate_sample=float(np.mean(tau_train)),
