@@ -184,3 +184,22 @@ def test_pivot_ate_interval_is_built_from_the_replicas(boot):
     lo, hi = est.ate_interval(X, alpha=0.1)
     np.testing.assert_allclose([lo, hi], 2 * est.ate(X) - np.percentile(ates, [95, 5]),
                                rtol=1e-10)
+
+
+@pytest.mark.parametrize("members, expected", [(1, 1), ("fit", 3)])
+def test_replica_members(members, expected):
+    """By default a replica is one network (about 7 default fits for 100 replicas on IHDP);
+    "fit" resamples the estimator itself, with its n_ensemble K-fold members."""
+    X, T, Y, _ = make_confounded(n=150)
+    est = CFR(**{**FAST, "n_ensemble": 3}).fit(
+        Y, T, X=X, inference=CFRBootstrapInference(3, random_state=0, replica_members=members))
+    reps = est._inference._est._instances
+    assert [r.fitted_.members.n_models for r in reps] == [expected] * 3
+    assert est.fitted_.members.n_models == 3
+    lo, hi = est.effect_interval(X[:4])
+    assert np.all(lo < hi)
+
+
+def test_replica_members_is_checked():
+    with pytest.raises(ValueError, match="replica_members=2.*'fit'"):
+        CFRBootstrapInference(replica_members=2)

@@ -4,7 +4,7 @@ Only torch and numpy are imported here. Every tensor carries a leading model axi
 ``K`` independent networks train in one vectorised pass.
 """
 
-from .config import ALPHA_GRID, IPM_NAMES, LOSSES, NORMALIZATIONS, CFRConfig
+from .config import ALPHA_GRID, IPM_NAMES, LOSSES, NORMALIZATIONS, PAPER_IHDP, CFRConfig
 from .ipm import imbalance, mmd2_lin, mmd2_rbf, pairwise_sq_dists, wasserstein
 from .network import CFRNet, predict
 from .objective import sample_weights
@@ -15,6 +15,7 @@ __all__ = [
     "IPM_NAMES",
     "LOSSES",
     "NORMALIZATIONS",
+    "PAPER_IHDP",
     "CFRConfig",
     "CFRNet",
     "TrainResult",
