@@ -86,8 +86,14 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
     is ``tau(x) = h1(Phi(x)) - h0(Phi(x))``.
 
     The training and network defaults are those of :class:`dowhy_cfr.core.CFRConfig`, the one
-    place they are defined (the paper's IHDP configuration; sources in ``docs/parameters.md``),
-    except ``alpha``, which is on the scale of the *standardised* outcome (see ``alpha``).
+    place they are defined (sources and measurements in ``docs/parameters.md``): five small
+    networks trained in one stack as K-fold bagged members. ``CFR(**PAPER_IHDP)``
+    (:data:`dowhy_cfr.core.PAPER_IHDP`) is the paper's IHDP configuration.
+
+    With the default inference, ``ate_interval``/``summary`` give analytic intervals of the
+    doubly robust averages over the fitted units, and ``effect_interval``/``effect_inference``
+    pointwise intervals of tau(x) from the members' jackknife
+    (:class:`dowhy_cfr.inference.CFRAIPWInference`).
 
     Parameters
     ----------
@@ -149,6 +155,7 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
         Number of networks trained (stacked, in one pass) from different seeds; effects are
         averaged over them. Five members of a small network are the default: measured more
         accurate than one network of the paper's size at about the same cost (docs/parameters.md).
+        Their spread gives the pointwise intervals (with ``cross_fit``).
     debias : {"aipw", None}, default "aipw"
         "aipw": doubly robust averages (:mod:`dowhy_cfr.debiased`); effects are shifted by one
         constant per arm so that ``ate(X)`` over the fitted units is the AIPW ATE. None: the

@@ -41,8 +41,9 @@ _POINTWISE = ("{name} under inference='aipw' (the default) reads the spread of t
               "n_ensemble >= 2 and cross_fit='auto' (the defaults), or with "
               "inference='bootstrap'.")
 _OTHER_UNITS = ("inference='aipw' (the default) gives the interval of the average effect over the "
-                "fitted units only: call ate_interval() with X=None or with the X passed to fit. "
-                "For other units fit with inference='bootstrap'.")
+                "fitted units (ate_interval() with X=None or the X passed to fit), and over other "
+                "units from the K-fold bagged members, which this fit does not have (n_ensemble "
+                ">= 2, cross_fit, no W). For other units fit with inference='bootstrap'.")
 
 
 def _replicas(inference) -> list | None:
@@ -52,7 +53,25 @@ def _replicas(inference) -> list | None:
     return None
 
 
-def _arm_summary(est, X, estimates, stderrs) -> PopulationSummaryResults:
+class _JackknifeSummary(PopulationSummaryResults):
+    """EconML's population summary whose mean's interval and p-value use Student's t with
+    ``df = K - 1`` (the members' jackknife of an average over given units)."""
+
+    def __init__(self, *args, df: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.df = int(df)
+
+    def conf_int_mean(self, *, alpha=None):
+        alpha = self.alpha if alpha is None else alpha
+        q = student_t.ppf(1 - alpha / 2, self.df)
+        return self.mean_point - q * self.stderr_mean, self.mean_point + q * self.stderr_mean
+
+    def pvalue(self, *, value=None):
+        value = self.value if value is None else value
+        return 2 * student_t.sf(np.abs(self.zstat(value=value)), self.df)
+
+
+def _arm_summary(est, X, estimates, stderrs, df=None) -> PopulationSummaryResults:
     """EconML's population summary of each treated arm's average effect (``const_marginal_ate``,
     shape ``d_y + d_t`` as EconML's discrete-treatment estimators): the arms' averages over the
     fitted units (X None) or the pointwise effects at X, with the given standard errors of the
@@ -60,10 +79,11 @@ def _arm_summary(est, X, estimates, stderrs) -> PopulationSummaryResults:
     shape = tuple(est._d_y) + tuple(est._d_t)
     pred = (np.reshape(estimates, (1,) + shape) if X is None
             else np.asarray(est.const_marginal_effect(X), dtype=float))
-    # pred_stderr: zeros so that summary() prints the mean's rows; there are no pointwise ones
-    return PopulationSummaryResults(pred=pred, pred_stderr=np.zeros_like(pred),
-                                    mean_pred_stderr=np.reshape(stderrs, shape),
-                                    d_t=shape[-1], d_y=est._d_y[0] if est._d_y else 1)
+    # pred_stderr: zeros so that summary() prints the mean's rows
+    args = dict(pred=pred, pred_stderr=np.zeros_like(pred),
+                mean_pred_stderr=np.reshape(stderrs, shape), d_t=shape[-1],
+                d_y=est._d_y[0] if est._d_y else 1)
+    return PopulationSummaryResults(**args) if df is None else _JackknifeSummary(**args, df=df)
 
 
 def _per_row(value, pred):
@@ -379,16 +399,29 @@ class CFRAIPWInference(Inference):
         self.d_y = estimator._d_y[0] if estimator._d_y else 1
         return self
 
-    def _check_units(self, X):
+    def _fitted_units(self, X) -> bool:
+        """Whether X is None or the fitted units' X (the doubly robust averages); False for
+        other units (the members' jackknife of the mean, where the fit has one)."""
         fitted = self._est.fitted_
         if X is None:
-            return
-        if fitted.columns.n_x == 0 or not fitted.debiased.is_fitted_x(
-                fitted.columns.block("X", X)):
+            return True
+        if fitted.columns.n_x == 0:
             raise ValueError(_OTHER_UNITS)
+        if fitted.debiased.is_fitted_x(fitted.columns.block("X", X)):
+            return True
+        if not self.pointwise:
+            raise ValueError(_OTHER_UNITS)
+        return False
 
     def ate_inference(self, X=None, *, T0=0, T1=1):
-        self._check_units(X)
+        """The doubly robust ATE over the fitted units (X None or theirs) with its influence
+        function's standard error; over other units, the mean of ``effect(X)`` with the
+        members' jackknife standard error of that mean (t quantiles)."""
+        if not self._fitted_units(X):
+            pred, effects = self._member_effects(X, T0, T1, "ate_inference")
+            return _JackknifeSummary(pred=pred, pred_stderr=jackknife_stderr(effects).reshape(
+                pred.shape), mean_pred_stderr=float(jackknife_stderr(effects.mean(1))), d_t=1,
+                d_y=self.d_y, df=len(effects) - 1)
         res = self._est.average_effect("ate", T0=T0, T1=T1)
         pred = np.array([res.estimate]) if X is None else np.asarray(
             self._est.effect(X, T0=T0, T1=T1), dtype=float)
@@ -400,7 +433,10 @@ class CFRAIPWInference(Inference):
         return self.ate_inference(X, T0=T0, T1=T1).conf_int_mean(alpha=alpha)
 
     def const_marginal_ate_inference(self, X=None):
-        self._check_units(X)
+        if not self._fitted_units(X):
+            _, effects = self._arm_effects(X, "const_marginal_ate_inference")  # (K, m, d_t)
+            return _arm_summary(self._est, X, None, jackknife_stderr(effects.mean(1)),
+                                df=len(effects) - 1)
         cats = self._est.fitted_.encoding.categories
         res = [self._est.average_effect("ate", T0=cats[0], T1=c) for c in cats[1:]]
         return _arm_summary(self._est, X, [r.estimate for r in res], [r.stderr for r in res])
@@ -441,24 +477,32 @@ class CFRAIPWInference(Inference):
         return _JackknifeResults(d_t, self.d_y, pred, np.reshape(stderr, np.shape(pred)), None,
                                  "effect", None, df=est.fitted_.members.n_models - 1, **names)
 
-    def const_marginal_effect_inference(self, X):
-        outcomes = self._member_outcomes(X, "const_marginal_effect_inference")
+    def _arm_effects(self, X, name: str):
+        """``const_marginal_effect(X)`` and each member's (K, m, d_t)."""
+        outcomes = self._member_outcomes(X, name)
         pred = np.asarray(self._est.const_marginal_effect(X), dtype=float)
-        effects = np.moveaxis(outcomes[:, 1:, :] - outcomes[:, :1, :], 1, -1)  # (K, m, d_t)
-        return self._results(pred, jackknife_stderr(effects), self.d_t)
+        return pred, np.moveaxis(outcomes[:, 1:, :] - outcomes[:, :1, :], 1, -1)
 
-    def const_marginal_effect_interval(self, X, *, alpha=0.05):
-        return self.const_marginal_effect_inference(X).conf_int(alpha=alpha)
-
-    def effect_inference(self, X, *, T0=0, T1=1):
-        outcomes = self._member_outcomes(X, "effect_inference")
+    def _member_effects(self, X, T0, T1, name: str):
+        """``effect(X, T0, T1)`` and each member's (K, m)."""
+        outcomes = self._member_outcomes(X, name)
         pred = np.asarray(self._est.effect(X, T0=T0, T1=T1), dtype=float)  # checks the labels
         m = outcomes.shape[-1]
         encoding = self._est.fitted_.encoding
         a0, a1 = (np.broadcast_to(encoding.arms(np.asarray(T, dtype=object).ravel()), (m,))
                   for T in (T0, T1))
         rows = np.arange(m)
-        effects = outcomes[:, a1, rows] - outcomes[:, a0, rows]  # (K, m)
+        return pred, outcomes[:, a1, rows] - outcomes[:, a0, rows]
+
+    def const_marginal_effect_inference(self, X):
+        pred, effects = self._arm_effects(X, "const_marginal_effect_inference")
+        return self._results(pred, jackknife_stderr(effects), self.d_t)
+
+    def const_marginal_effect_interval(self, X, *, alpha=0.05):
+        return self.const_marginal_effect_inference(X).conf_int(alpha=alpha)
+
+    def effect_inference(self, X, *, T0=0, T1=1):
+        pred, effects = self._member_effects(X, T0, T1, "effect_inference")
         return self._results(pred, jackknife_stderr(effects), None)
 
     def effect_interval(self, X, *, T0=0, T1=1, alpha=0.05):

@@ -45,15 +45,18 @@ __all__ = ["SYNTHETIC_METHODS", "EXTRA_PEERS", "CFR_FAMILY", "INTERVAL_METHODS",
            "run_command"]
 
 #: Methods of the synthetic benchmark, in table order.
-SYNTHETIC_METHODS = ("CFR", "TARNet", "CFR-ens5", "CFR-plugin", "CFR-cf5", "CFR-cf2",
+SYNTHETIC_METHODS = ("CFR", "TARNet", "CFR-paper", "CFR-ens5", "CFR-plugin", "CFR-cf5", "CFR-cf2",
                      "CFR-projection", "LinearDML", "CausalForestDML", "DRLearner", "XLearner",
                      "TLearner")
 #: dowhy_cfr estimators.
+#: ``CFR-paper``: the paper's IHDP configuration (``CFR(**PAPER_IHDP)``: one network of 3 x 200
+#: and 3 x 100 units, alpha 0.05; the defaults before issue 30);
 #: ``CFR-plugin``: ``CFR(debias=None)`` (the heads' plug-in effects, no analytic intervals);
 #: ``CFR-cf5``/``CFR-cf2``: five/two members as cross-fitting folds (``n_ensemble=5|2,
 #: cross_fit=True``); ``CFR-projection``: the default CFR with its best linear projection on X
 #: as the CATE (:class:`ProjectionCATE`).
-CFR_FAMILY = ("CFR", "TARNet", "CFR-ens5", "CFR-plugin", "CFR-cf5", "CFR-cf2", "CFR-projection")
+CFR_FAMILY = ("CFR", "TARNet", "CFR-paper", "CFR-ens5", "CFR-plugin", "CFR-cf5", "CFR-cf2",
+              "CFR-projection")
 #: Peers :func:`make_estimator` also builds (used by the realistic benchmark):
 #: ``SLearner(overall_model=GBR)`` and stochtree's Bayesian causal forest (:class:`.methods.BCF`).
 EXTRA_PEERS = ("SLearner", "BCF")
@@ -127,6 +130,10 @@ def _cfr(method: str, seed: int, settings: dict):
                if not (method == "TARNet" and k == "alpha")})
     if method == "TARNet":
         return TARNet(**kw)
+    if method == "CFR-paper":
+        from ..core import PAPER_IHDP
+
+        return CFR(**{**kw, **PAPER_IHDP})
     if method == "CFR-ens5":
         return CFR(**{**kw, "n_ensemble": 5})
     if method == "CFR-plugin":
@@ -312,7 +319,7 @@ def run_one(design: str, n: int, seed: int, method: str, settings: dict) -> dict
 
 
 #: CFR-family methods whose data sets can train in one stack (``--stack``).
-_STACKABLE = ("CFR", "TARNet", "CFR-ens5", "CFR-plugin", "CFR-cf5", "CFR-cf2")
+_STACKABLE = ("CFR", "TARNet", "CFR-paper", "CFR-ens5", "CFR-plugin", "CFR-cf5", "CFR-cf2")
 
 
 def stackable(method: str, settings: dict) -> bool:
