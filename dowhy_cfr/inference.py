@@ -34,7 +34,7 @@ from . import fitting
 from .debiased import TARGETS, AverageEffect, aipw_terms, best_linear_projection
 from .nuisance import Propensity
 
-__all__ = ["CFRBootstrapInference", "CFRAIPWInference", "AverageEffectsMixin"]
+__all__ = ["CFRBootstrapInference", "CFRAIPWInference", "AverageEffectsMixin", "jackknife_stderr"]
 
 _POINTWISE = ("{name} under inference='aipw' (the default) reads the spread of the K-fold bagged "
               "ensemble members (a delete-a-group jackknife, docs/inference.md); {why}. Refit with "
