@@ -208,6 +208,10 @@ def test_bcf_runs_on_a_tiny_problem():
     assert tau.shape == (40,) and np.isfinite(tau).all()
     lo, hi = est.ate_interval(d.X)
     assert lo < est.ate(d.X) < hi
+    tau_lo, tau_hi = est.effect_interval(d.test.X, alpha=0.1)  # posterior quantiles of tau(x)
+    draws = est._draws(d.test.X)
+    np.testing.assert_allclose(tau_lo, np.quantile(draws, 0.05, axis=1))
+    assert np.all(tau_lo < tau) and np.all(tau < tau_hi)
     again = make_estimator("BCF", seed=3, settings=dict(tiny=True, n_iter=None))
     np.testing.assert_array_equal(again.fit(d.Y, d.T, X=d.X).effect(d.test.X), tau)
 

@@ -224,7 +224,8 @@ class BCF:
     over ``X`` is the posterior mean of ``mean_i tau(x_i)`` and its interval the equal-tailed
     posterior interval of that mean (a credible interval for the mean effect over the given
     units). ``tiny``: 2 sweeps, 10 draws, 20/10 trees (smoke tests). Interface as EconML's:
-    ``fit(Y, T, X=X)``, ``effect``, ``ate``, ``ate_interval``.
+    ``fit(Y, T, X=X)``, ``effect``, ``effect_interval`` (posterior quantiles of tau(x)),
+    ``ate``, ``ate_interval``.
     """
 
     def __init__(self, *, random_state=None, tiny: bool = False):
@@ -254,6 +255,11 @@ class BCF:
         X = np.asarray(X, dtype=float)
         draws = self.model_.predict(X=X, Z=np.zeros(len(X)), terms="cate", type="posterior")
         return np.asarray(draws, dtype=float).reshape(len(X), -1)
+
+    def effect_interval(self, X, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+        """The equal-tailed ``1 - alpha`` posterior interval of each ``tau(x)``."""
+        lo, hi = np.quantile(self._draws(X), [alpha / 2, 1 - alpha / 2], axis=1)
+        return lo, hi
 
     def effect(self, X) -> np.ndarray:
         return self._draws(X).mean(axis=1)

@@ -527,8 +527,11 @@ def _settings_line(settings: dict) -> str:
 
 # ------------------------------------------------------------------------------ CLI
 def parse_methods(value: str) -> list[str]:
-    """``--methods``: comma-separated ``SYNTHETIC_METHODS`` (any case) or ``all``."""
-    return report.parse_choices(value, SYNTHETIC_METHODS, "method")
+    """``--methods``: comma-separated ``SYNTHETIC_METHODS`` or ``EXTRA_PEERS`` (any case), or
+    ``all`` (the ``SYNTHETIC_METHODS``)."""
+    if value.strip().lower() == "all":
+        return list(SYNTHETIC_METHODS)
+    return report.parse_choices(value, SYNTHETIC_METHODS + EXTRA_PEERS, "method")
 
 
 def parse_designs(value: str) -> list[str]:
