@@ -168,6 +168,8 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
         arrays["final/x"] = fitted.final.x
         arrays["final/tau"] = fitted.final.tau
         arrays["final/shift"] = fitted.final.shift
+        if fitted.final.member_tau is not None:
+            arrays["final/member_tau"] = fitted.final.member_tau
     stage = fitted.debiased
     if stage is not None:
         state["debiased"] = {"has_e": stage.e is not None,
@@ -243,7 +245,8 @@ def load(path):
     if state["final_stage"] is not None:
         models = FinalStage.fit(_model_from_spec(state["final_stage"]), arrays["final/x"],
                                 arrays["final/tau"]).models
-        final = FinalStage(arrays["final/x"], arrays["final/tau"], models, arrays["final/shift"])
+        final = FinalStage(arrays["final/x"], arrays["final/tau"], models, arrays["final/shift"],
+                           arrays["final/member_tau"] if "final/member_tau" in arrays else None)
     fitted = FittedCFR(config, TreatmentEncoding.of_categories(state["categories"]), columns, pre,
                        _members(state, arrays, config), arrays["tau_fit_mean"], final,
                        _debiased(state, arrays))

@@ -413,19 +413,39 @@ class FinalStage:
     tau: np.ndarray
     models: list
     shift: np.ndarray
+    member_tau: np.ndarray | None = None  # (K, n, n_arms - 1): each member's unit-level effects
+    _member_models: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def fit(cls, model, x: np.ndarray, tau: np.ndarray, theta=None) -> "FinalStage":
+    def fit(cls, model, x: np.ndarray, tau: np.ndarray, theta=None,
+            member_tau=None) -> "FinalStage":
         """Fit one clone of ``model`` per arm; ``theta``: the average effects the predictions'
         mean over ``x`` is shifted to (None: no shift)."""
-        models = [clone(model).fit(x, tau[:, j]) for j in range(tau.shape[1])]
+        models = _fit_arms(model, x, tau)
         raw = np.column_stack([m.predict(x) for m in models])
         shift = np.zeros(tau.shape[1]) if theta is None else np.asarray(theta) - raw.mean(0)
-        return cls(x, tau, models, shift)
+        return cls(x, tau, models, shift, member_tau)
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         """The shifted effects of the rows of ``x``: (m, n_arms - 1)."""
         return np.column_stack([m.predict(x) for m in self.models]) + self.shift
+
+    def member_predictions(self, x: np.ndarray) -> np.ndarray | None:
+        """``model_final`` refitted to each member's unit-level effects (fitted once, on first
+        use), at the rows of ``x``: (K, m, n_arms - 1), unshifted; None without ``member_tau``.
+        Their spread around their mean is the members' jackknife of the final stage."""
+        if self.member_tau is None:
+            return None
+        if not self._member_models:
+            for k, tau in enumerate(self.member_tau):
+                self._member_models[k] = _fit_arms(self.models[0], self.x, tau)
+        return np.stack([np.column_stack([m.predict(x) for m in self._member_models[k]])
+                         for k in range(len(self.member_tau))])
+
+
+def _fit_arms(model, x: np.ndarray, tau: np.ndarray) -> list:
+    """One clone of ``model`` per arm, fitted to that arm's effects ``tau[:, j]``."""
+    return [clone(model).fit(x, tau[:, j]) for j in range(tau.shape[1])]
 
 
 # ----------------------------------------------------------------------------- debiased stage
@@ -535,12 +555,21 @@ class FittedCFR:
         j-th fold, which makes their spread a delete-a-group jackknife."""
         return self.members.n_models >= 2 and self.config.cross_fit in (True, "auto")
 
-    def member_potential_outcomes(self, X) -> np.ndarray:
-        """Each member's potential outcomes at the X block, plus the debiasing shift:
-        (K, n_arms, m). Without W at fit only (with W the effects are ``model_final``'s)."""
+    def member_potential_outcomes(self, X) -> np.ndarray | None:
+        """Each member's potential outcomes at the X block, (K, n_arms, m), for the members'
+        jackknife. Without W at fit the heads' plus the debiasing shift; with W, ``model_final``
+        refitted to each member's unit-level effects, relative to the control arm (whose entry
+        is 0), unshifted. None with W where the fit kept no members' effects (one member, or a
+        model saved before they were kept)."""
         x = X.array if isinstance(X, EncodedX) else self.columns.block("X", X)
-        out = self.outputs(self.preprocessing.x(x))
-        return out if self.debiased is None else out + self.debiased.arm_shift[None, :, None]
+        if self.final is None:
+            out = self.outputs(self.preprocessing.x(x))
+            return out if self.debiased is None else out + self.debiased.arm_shift[None, :, None]
+        effects = self.final.member_predictions(x)  # (K, m, n_arms - 1)
+        if effects is None:
+            return None
+        zeros = np.zeros((effects.shape[0], 1, effects.shape[1]))
+        return np.concatenate([zeros, np.moveaxis(effects, 2, 1)], axis=1)
 
     def representation(self, xw_std: np.ndarray, member: int, *, at_init: bool = False):
         """``Phi`` of one member (m, rep_dim): trained, or the same network before training."""

@@ -498,7 +498,9 @@ def final_stage(settings: FitSettings, data: FitData, outputs: np.ndarray, stage
     if model is None:
         model = HistGradientBoostingRegressor(random_state=sklearn_seed(seed))
     theta = stage.theta if stage.e is not None else None
-    return FinalStage.fit(model, data.xw[:, :n_x], effects_of(outputs.mean(0)), theta)
+    member_tau = np.stack([effects_of(o) for o in outputs]) if len(outputs) > 1 else None
+    return FinalStage.fit(model, data.xw[:, :n_x], effects_of(outputs.mean(0)), theta,
+                          member_tau)
 
 
 def assemble(settings: FitSettings, trained: Trained, data: FitData,

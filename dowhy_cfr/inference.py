@@ -43,7 +43,7 @@ _POINTWISE = ("{name} under inference='aipw' (the default) reads the spread of t
 _OTHER_UNITS = ("inference='aipw' (the default) gives the interval of the average effect over the "
                 "fitted units (ate_interval() with X=None or the X passed to fit), and over other "
                 "units from the K-fold bagged members, which this fit does not have (n_ensemble "
-                ">= 2, cross_fit, no W). For other units fit with inference='bootstrap'.")
+                ">= 2, cross_fit). For other units fit with inference='bootstrap'.")
 
 
 def _replicas(inference) -> list | None:
@@ -373,15 +373,17 @@ class CFRAIPWInference(Inference):
     ``effect(x) +- t_{K-1, 1 - alpha/2} * stderr``. It is an interval for ``tau(x)`` (not for a
     unit's ``Y(1) - Y(0)``), it costs no training, and it covers the variance of the estimate,
     not its bias: where the networks smooth over a jump or extrapolate, it under-covers
-    (coverage measured in ``docs/inference.md``). Not with W at fit (``model_final``'s effects):
-    use ``inference="bootstrap"`` there.
+    (coverage measured in ``docs/inference.md``). With W at fit the effects are
+    ``model_final``'s regression of the unit-level effects on X; its jackknife refits
+    ``model_final`` to each member's unit-level effects (K extra fits, on first use).
     """
 
     @property
     def pointwise(self) -> bool:
-        """Whether ``effect_interval`` works: K-fold bagged members (K >= 2), no W at fit."""
+        """Whether ``effect_interval`` works: K-fold bagged members (K >= 2) and X at fit."""
         fitted = self._est.fitted_
-        return fitted.folds_as_members and fitted.final is None and fitted.columns.n_x > 0
+        return (fitted.folds_as_members and fitted.columns.n_x > 0
+                and (fitted.final is None or fitted.final.member_tau is not None))
 
     @classmethod
     def default_for(cls, estimator):
@@ -460,14 +462,15 @@ class CFRAIPWInference(Inference):
                              f"ate_interval() for the average effect")
         if X is None:
             raise ValueError(f"{name} needs the units' X (pass X=...)")
-        if fitted.final is not None:
-            why = "with W at fit the effects are model_final's regression, not the members'"
-            raise NotImplementedError(_POINTWISE.format(name=name, why=why))
         if not fitted.folds_as_members:
             why = (f"this fit has {fitted.members.n_models} member(s)" +
                    ("" if fitted.members.n_models < 2 else " trained with cross_fit=False"))
             raise NotImplementedError(_POINTWISE.format(name=name, why=why))
-        return fitted.member_potential_outcomes(X)
+        outcomes = fitted.member_potential_outcomes(X)
+        if outcomes is None:
+            why = "this model was saved without its members' effects for model_final (W)"
+            raise NotImplementedError(_POINTWISE.format(name=name, why=why))
+        return outcomes
 
     def _results(self, pred, stderr, d_t):
         est = self._est

@@ -108,9 +108,6 @@ def test_clear_errors_where_there_are_no_jackknife_members():
     seeds_only = CFR(**{**SMALL, "n_ensemble": 2, "cross_fit": False}).fit(Y, T, X=X)
     with pytest.raises(NotImplementedError, match="cross_fit=False"):
         seeds_only.effect_inference(X[:3])
-    with_w = CFR(**SMALL).fit(Y, T, X=X[:, :2], W=X[:, 2:])
-    with pytest.raises(NotImplementedError, match="model_final"):
-        with_w.const_marginal_effect_interval(X[:3, :2])
     est = CFR(**SMALL).fit(Y, T, X=X)
     with pytest.raises(ValueError, match="X="):
         est.effect_interval(None)
@@ -174,3 +171,25 @@ def test_econml_drtester_and_shap_run_on_a_default_fit(default_fit):
     values = shap["Y0"]["T0_1"].values
     assert values.shape == (8, X.shape[1])
     assert np.abs(values[:, 1]).mean() > 3 * np.abs(values[:, [0, 2, 3, 4]]).mean()
+
+
+def test_with_w_the_final_stage_is_refitted_per_member(tmp_path):
+    """With W at fit, effect(X) is model_final's regression of the unit-level effects on X;
+    its jackknife refits model_final to each member's unit-level effects. It survives save and
+    load."""
+    from sklearn.linear_model import LinearRegression
+
+    X, T, Y, _ = make_confounded(n=300, seed=2)
+    est = CFR(**SMALL, model_final=LinearRegression()).fit(Y, T, X=X[:, :2], W=X[:, 2:])
+    x = X[:6, :2]
+    inf = est.effect_inference(x)
+    final = est.fitted_.final
+    per_member = np.stack([LinearRegression().fit(final.x, t[:, 0]).predict(x)
+                           for t in final.member_tau])
+    np.testing.assert_allclose(inf.stderr, jackknife_stderr(per_member), rtol=1e-8)
+    np.testing.assert_allclose(inf.point_estimate, est.effect(x), rtol=1e-12)
+    # a linear model_final: the members' fits average to the ensemble's fit, up to the shift
+    np.testing.assert_allclose(per_member.mean(0) + final.shift[0], est.effect(x), rtol=1e-6)
+    path = est.save(tmp_path / "w.cfr")
+    again = CFR.load(path).effect_inference(x)
+    np.testing.assert_allclose(again.stderr, inf.stderr, rtol=1e-8)
