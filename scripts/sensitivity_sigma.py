@@ -1,12 +1,13 @@
 """How much the in-sample heads understate the residual variance sigma^2 of the sensitivity bounds.
 
 The bounds of ``dowhy_cfr.sensitivity`` scale with sqrt(sigma^2 nu^2), sigma^2 = E[(Y - g(T, X))^2].
-With ``cross_fit=False`` (the default) the doubly robust stage's outcome predictions are the
-in-sample heads', whose residuals on the units they trained on are too small. On IHDP the truth is
+With one network (``n_ensemble=1``, the former default) the doubly robust stage's outcome
+predictions are the in-sample heads', whose residuals on the units they trained on can be too
+small; the default's K-fold members give out-of-fold ones. On IHDP the truth is
 known: Y = mu_T(X) + noise, so the oracle sigma^2 of a sample is mean((y - mu_t(x))^2) (noise
 variance 1). Per realization this compares, as ratios to the oracle:
 
-* ``in_sample``: default CFR (one network), residuals of all fitted units (what the stage holds);
+* ``in_sample``: CFR with one network (``--cfr-params`` for both fits), residuals of all fitted units (what the stage holds);
 * ``validation``: the same network, residuals of its validation units only (not trained on, used
   for early stopping);
 * ``train``: the same network, residuals of its training units only;
@@ -26,6 +27,7 @@ trains without early stopping (heads that overfit).
 from __future__ import annotations
 
 import argparse
+import json
 import dataclasses
 import os
 import time
@@ -73,6 +75,9 @@ def main(argv=None) -> pd.DataFrame:
     parser.add_argument("--n-iter", default="auto", help="CFR n_iter (default 'auto')")
     parser.add_argument("--patience", default="10", help="CFR patience ('none': no early stopping)")
     parser.add_argument("--out", default=None, help="CSV of the per-realization rows")
+    parser.add_argument("--cfr-params", default="{}",
+                        help="JSON object of CFR keyword arguments for both fits, e.g. "
+                             "'{\"n_rep_layers\": 3, \"rep_dim\": 200}'")
     args = parser.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
@@ -88,7 +93,11 @@ def main(argv=None) -> pd.DataFrame:
     n_iter = args.n_iter if args.n_iter == "auto" else int(args.n_iter)
     patience = None if args.patience == "none" else int(args.patience)
     fits, cpu = {}, {}
-    for name, extra in (("default", {}), ("cross_fit", dict(n_ensemble=5, cross_fit=True))):
+    params = json.loads(args.cfr_params)
+    # "default": one network, in-sample heads (the former default); "cross_fit": five K-fold
+    # members, out-of-fold heads (the current default)
+    for name, extra in (("default", dict(params, n_ensemble=1, cross_fit=False)),
+                        ("cross_fit", dict(params, n_ensemble=5, cross_fit=True))):
         c0 = time.process_time()
         est = CFR(random_state=0, verbose=0, n_iter=n_iter, patience=patience, **extra)
         fits[name] = est.fit_stacked(y, t, X=x, seeds="fit")
