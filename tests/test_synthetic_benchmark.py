@@ -195,3 +195,19 @@ def test_failed_fit_is_recorded_not_fatal(tmp_path, capsys):
     assert "1 of 2 fits failed" in capsys.readouterr().err
     summary = pd.read_csv(tmp_path / "synthetic_summary.csv").set_index("method")
     assert summary.loc["CFR", "runs"] == 0 and summary.loc["CFR", "failed"] == 1
+
+
+def test_pointwise_interval_of_a_method_without_one_is_nan():
+    """A peer without ``effect_interval`` (or one that raises EconML's "no inference" errors)
+    gets NaN intervals, not a failed run."""
+    from dowhy_cfr.benchmarks.synthetic import pointwise_interval
+
+    x = np.zeros((3, 2))
+    assert all(np.isnan(v) for v in pointwise_interval(None, x, 0.05))
+
+    def no_inference(x, alpha):
+        raise AttributeError("no inference")
+
+    assert all(np.isnan(v) for v in pointwise_interval(no_inference, x, 0.05))
+    lo, hi = pointwise_interval(lambda x, alpha: (np.zeros(3), np.ones(3)), x, 0.05)
+    assert lo.shape == (3,) and np.all(hi == 1)

@@ -255,7 +255,10 @@ def interval_coverage(truth, lower, upper) -> tuple[float, float]:
 
 def pointwise_interval(fn, x, alpha: float):
     """``fn(x, alpha=alpha)`` as two float arrays, or NaN when the method has no interval
-    (EconML raises AttributeError when ``inference`` is None; other errors propagate)."""
+    (``fn`` None; EconML raises AttributeError when ``inference`` is None; other errors
+    propagate)."""
+    if fn is None:
+        return np.nan, np.nan
     try:
         lo, hi = fn(x, alpha=alpha)
     except (AttributeError, NotImplementedError):
@@ -375,7 +378,7 @@ def _metrics(est, x, x_test, tau_train, tau_test, alpha: float, ate_true: float)
     ate = float(np.asarray(est.ate(x), dtype=float).reshape(-1)[0])
     lo, hi = pointwise_interval(est.ate_interval, x, alpha)
     covered, width = interval_coverage(ate_true, lo, hi)
-    tau_lo, tau_hi = pointwise_interval(est.effect_interval, x_test, alpha)
+    tau_lo, tau_hi = pointwise_interval(getattr(est, "effect_interval", None), x_test, alpha)
     tau_cov, tau_width = interval_coverage(tau_test, tau_lo, tau_hi)
     return dict(pehe=float(np.sqrt(np.mean((tau_hat - tau_test) ** 2))), ate=ate,
                 ate_true=ate_true, ate_sample=float(np.mean(tau_train)),
