@@ -81,7 +81,8 @@ def test_seeded_bootstrap_is_reproducible():
 
 def test_ensemble_replicas_and_generic_bootstrap_still_work():
     X, T, Y, _ = make_confounded(n=150)
-    est = CFR(**{**FAST, "n_ensemble": 2}).fit(Y, T, X=X, inference=CFRBootstrapInference(3))
+    est = CFR(**{**FAST, "n_ensemble": 2}).fit(
+        Y, T, X=X, inference=CFRBootstrapInference(3, replica_members="fit"))
     assert all(r.fitted_.members.n_models == 2 for r in est._inference._est._instances)
     lo, hi = est.effect_interval(X[:3], alpha=0.2)
     draws = np.stack([r.effect(X[:3]) for r in est._inference._est._instances])
