@@ -95,9 +95,10 @@ _NO_INFERENCE = (
 )
 _NO_ANALYTIC = (
     "the default (analytic) CFR intervals are those of the doubly robust ATE, ATT and ATC over "
-    "the fitted units: use target_units='ate', 'att' or 'atc' on the data the model was fitted "
-    "on, or fit with method_params={'fit_params': {'inference': 'bootstrap'}} for the interval of "
-    "the mean effect over other units."
+    "the fitted units (target_units='ate', 'att' or 'atc' on the data the model was fitted on), "
+    "and over other units those of the K-fold bagged members (n_ensemble >= 2, the default), "
+    "which this fit does not have; or fit with method_params={'fit_params': {'inference': "
+    "'bootstrap'}} for the interval of the mean effect over other units."
 )
 
 
@@ -528,7 +529,11 @@ num_quantiles_to_discretize_cont_cols
         """``(source, None)`` of the estimate's intervals, or ``(None, why there are none)``."""
         inference = self.estimator._inference
         if isinstance(inference, CFRAIPWInference):
-            return (average, None) if average is not None else (None, _NO_ANALYTIC)
+            if average is not None:
+                return average, None
+            # other target units: the members' jackknife of the mean effect over them
+            return ((X, t0, t1), None) if X is not None and inference.pointwise else (
+                None, _NO_ANALYTIC)
         if inference is None:
             return None, _NO_INFERENCE
         return (X, t0, t1), None

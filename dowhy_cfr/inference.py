@@ -434,6 +434,10 @@ class CFRAIPWInference(Inference):
     def ate_interval(self, X=None, *, T0=0, T1=1, alpha=0.05):
         return self.ate_inference(X, T0=T0, T1=T1).conf_int_mean(alpha=alpha)
 
+    def ate_std(self, X=None, *, T0=0, T1=1):
+        """The standard error of ``ate(X)`` (:meth:`ate_inference`'s)."""
+        return self.ate_inference(X, T0=T0, T1=T1).stderr_mean
+
     def const_marginal_ate_inference(self, X=None):
         if not self._fitted_units(X):
             _, effects = self._arm_effects(X, "const_marginal_ate_inference")  # (K, m, d_t)

@@ -481,3 +481,22 @@ def test_multi_valued_treatment():
     with pytest.raises(ValueError, match="single treatment level"):
         model.estimate_effect(estimand, method_name="cfr", treatment_value=[1, 2],
                               fit_estimator=False)
+
+
+def test_intervals_over_other_target_units_from_the_members(setup):
+    """With the default K-fold members, an estimate over other target units (a DataFrame of
+    new rows) has intervals, a standard error and a p-value: the members' jackknife of the mean
+    effect over them."""
+    df, tau, model, estimand = setup
+    members = {**TINY, "n_ensemble": 3}
+    model.estimate_effect(estimand, method_name="backdoor.cfr",
+                          method_params={"init_params": members})
+    new = df.iloc[:60]
+    r = model.estimate_effect(estimand, method_name="backdoor.cfr", target_units=new,
+                              fit_estimator=False, confidence_intervals=True)
+    lo, hi = r.get_confidence_intervals()
+    expected = r.estimator.estimator.ate_interval(new[COLS], alpha=0.05)  # CFR's X: every column
+    assert lo < r.value < hi
+    assert (lo, hi) == pytest.approx(tuple(float(np.squeeze(v)) for v in expected), rel=1e-8)
+    assert r.get_standard_error() > 0
+    assert 0 <= r.test_stat_significance()["p_value"] <= 1
