@@ -53,6 +53,12 @@ def _replicas(inference) -> list | None:
     return None
 
 
+def _t_bounds(point, stderr, alpha: float, df: int):
+    """``point -+ t_{df, 1 - alpha/2} * stderr``: the members' jackknife interval."""
+    q = student_t.ppf(1 - alpha / 2, df)
+    return point - q * stderr, point + q * stderr
+
+
 class _JackknifeSummary(PopulationSummaryResults):
     """EconML's population summary whose mean's interval and p-value use Student's t with
     ``df = K - 1`` (the members' jackknife of an average over given units)."""
@@ -63,8 +69,7 @@ class _JackknifeSummary(PopulationSummaryResults):
 
     def conf_int_mean(self, *, alpha=None):
         alpha = self.alpha if alpha is None else alpha
-        q = student_t.ppf(1 - alpha / 2, self.df)
-        return self.mean_point - q * self.stderr_mean, self.mean_point + q * self.stderr_mean
+        return _t_bounds(self.mean_point, self.stderr_mean, alpha, self.df)
 
     def pvalue(self, *, value=None):
         value = self.value if value is None else value
@@ -128,8 +133,7 @@ class _JackknifeResults(_RowNormalResults):
         self.df = int(df)
 
     def conf_int(self, alpha=0.05):
-        q = student_t.ppf(1 - alpha / 2, self.df)
-        return self.point_estimate - q * self.stderr, self.point_estimate + q * self.stderr
+        return _t_bounds(self.point_estimate, self.stderr, alpha, self.df)
 
     def pvalue(self, value=0):
         return 2 * student_t.sf(np.abs(self.zstat(value)), self.df)
