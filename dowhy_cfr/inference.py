@@ -32,6 +32,7 @@ from sklearn.base import clone
 from . import _validation as V
 from . import fitting
 from .debiased import TARGETS, AverageEffect, aipw_terms, best_linear_projection
+from .fitted import effects_of
 from .nuisance import Propensity
 
 __all__ = ["CFRBootstrapInference", "CFRAIPWInference", "AverageEffectsMixin", "jackknife_stderr"]
@@ -492,7 +493,7 @@ class CFRAIPWInference(Inference):
         """``const_marginal_effect(X)`` and each member's (K, m, d_t)."""
         outcomes = self._member_outcomes(X, name)
         pred = np.asarray(self._est.const_marginal_effect(X), dtype=float)
-        return pred, np.moveaxis(outcomes[:, 1:, :] - outcomes[:, :1, :], 1, -1)
+        return pred, np.stack([effects_of(member) for member in outcomes])
 
     def _member_effects(self, X, T0, T1, name: str):
         """``effect(X, T0, T1)`` and each member's (K, m)."""
