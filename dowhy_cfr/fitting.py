@@ -519,15 +519,35 @@ def assemble(settings: FitSettings, trained: Trained, data: FitData,
 
 # ============================================================================== entry points
 @contextlib.contextmanager
-def _beside(fn, *args):
+def _beside(fn, *args, device: torch.device | None = None):
     """Run ``fn(*args)`` in a second thread while the block runs (the propensity cross-fit
     beside the networks' training: both release the GIL, so on two cores they overlap); yields
-    the future (None when ``fn`` is None). Errors surface at ``future.result()``."""
+    the future (None when ``fn`` is None). Errors surface at ``future.result()``.
+
+    On the CPU the block trains with one torch thread (torch's own setting comes back
+    afterwards): the default networks' matrices are too small to split between cores, and a
+    second torch thread competing with the cross-fit for the other core slowed a default fit by
+    a half (n = 4,000, 199 columns, 2 cores: 5.5 s against 3.8 s; ``docs/parameters.md``,
+    "Threads")."""
     if fn is None:
         yield None
         return
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    with ThreadPoolExecutor(max_workers=1) as pool, _torch_threads(1, device):
         yield pool.submit(fn, *args)
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int, device: torch.device | None):
+    """At most ``n`` torch intra-op threads for the block on the CPU (none changed elsewhere)."""
+    before = torch.get_num_threads()
+    if (device is not None and device.type != "cpu") or before <= n:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 
@@ -546,7 +566,8 @@ def fit(est, Y, T, X, W=None, groups=None) -> FittedCFR:
                              f"{data.encoding.n_arms} arms: give a number")
         plans = P.candidates(plans, "alpha", grid)
     need_propensity = settings.debias is not None or grid is not None
-    with _beside(propensity_of if need_propensity else None, settings, data, seeds[0]) as future:
+    with _beside(propensity_of if need_propensity else None, settings, data, seeds[0],
+                 device=settings.device) as future:
         trained = train_members(settings, plans, datasets=[data],
                                 on_failure="drop" if grid is None else "flag")
     propensity = future.result() if need_propensity else None

@@ -386,6 +386,40 @@ def test_a_fit_leaves_the_callers_thread_settings_alone():
         assert settings() == before
 
 
+def test_training_beside_the_propensity_uses_one_torch_thread(monkeypatch):
+    """With the propensity cross-fitted in a second thread, the networks train on one torch
+    thread (two compete with the cross-fit for two cores); the caller's count comes back, also
+    when training raises; without the debiased stage nothing changes."""
+    import torch
+    from dowhy_cfr import fitting
+
+    seen = []
+    original = fitting.train_members
+
+    def recording(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(fitting, "train_members", recording)
+    X, T, Y, _ = make_confounded(n=200, d=3, seed=4)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        CFR(**TINY).fit(Y, T, X=X)
+        CFR(**{**TINY, "debias": None}).fit(Y, T, X=X)
+        assert seen == [1, 2] and torch.get_num_threads() == 2
+
+        def failing(*args, **kwargs):
+            raise RuntimeError("inside")
+
+        monkeypatch.setattr(fitting, "train_members", failing)
+        with pytest.raises(RuntimeError, match="inside"):
+            CFR(**TINY).fit(Y, T, X=X)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_fit_stacked_with_cross_fit_gives_each_datasets_own_fit():
     X, T, Y, _ = make_confounded(n=200, d=3, seed=5)
     Y2 = Y + np.random.default_rng(2).normal(size=len(Y))
