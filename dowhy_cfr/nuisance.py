@@ -101,7 +101,7 @@ def _n_folds(arms: np.ndarray, wanted: int, groups=None) -> int:
 
 # ----------------------------------------------------------------------------- models
 def boosting_propensity_model(random_state: int | None = 0):
-    """Histogram gradient boosting with trees of depth 3 (100 rounds, learning rate 0.1), leaves
+    """Histogram gradient boosting with trees of depth 3 (50 rounds, learning rate 0.2), leaves
     of at least 40 units and an L2 penalty of 1 on the leaf values, with its own ``random_state``
     (with None scikit-learn draws from numpy's global state, which would change what DoWhy's
     refuter loops draw after a fit; :func:`cross_fit_propensity` seeds a model left at None).
@@ -109,8 +109,13 @@ def boosting_propensity_model(random_state: int | None = 0):
     The larger leaves and the penalty keep the propensities away from 0 and 1 on small data,
     where AIPW divides by them: on Nie & Wager's design A they lowered the AIPW ATE error at
     n = 500 and n = 2000 and left designs B-E unchanged (``docs/debiased.md``). Early stopping
-    was tried: a better out-of-fold log-loss, but design A's AIPW ATE error doubled."""
-    return HistGradientBoostingClassifier(max_depth=3, max_iter=100, learning_rate=0.1,
+    was tried: a better out-of-fold log-loss, but design A's AIPW ATE error doubled. 50 rounds
+    at rate 0.2 in place of 100 at 0.1 cost 60 % of the time, and the AIPW ATE error (with fixed
+    outcome models) stayed within noise: 0.034 against 0.038 on design A (n = 2,000, six data
+    sets; B-E keep the logistic model either way), 0.072 against 0.070 over the twelve realistic
+    designs at n = 1,500 and 4,000. The cross-fit runs beside the networks' training and, at 100
+    rounds, took about as long on realistic tables."""
+    return HistGradientBoostingClassifier(max_depth=3, max_iter=50, learning_rate=0.2,
                                           min_samples_leaf=40, l2_regularization=1.0,
                                           random_state=random_state)
 
