@@ -28,16 +28,17 @@ def _moved(est, X):
 
 
 def test_lr_decay_slows_the_training(data):
-    """lr_decay=0.3 every 10 steps: the learning rate is 1e-3 * 0.3^6 at step 60, and the
-    representation moves less from its initialisation. Measured mean ||Phi - Phi_init||: 0.99 vs
-    1.37 without decay (ratio 0.72; seeds 0-3: 0.72-0.85)."""
+    """lr_decay=0.3 every 10 steps: the learning rate is lr * 0.3^6 at step 60, and the
+    representation moves less from its initialisation. Measured mean ||Phi - Phi_init||: 1.15 vs
+    1.37 without decay (ratio 0.84; at the former learning rate 1e-3 0.72, seeds 0-3 0.72-0.85)."""
     X, T, Y, _ = data
     params = {**PLAIN, "lr_decay_steps": 10}
     plain = CFR(**{**params, "lr_decay": 1.0}).fit(Y, T, X=X)
     decayed = CFR(**{**params, "lr_decay": 0.3}).fit(Y, T, X=X)
     lr = decayed.history_.groupby("step")["learning_rate"].first()
-    assert lr.iloc[-1] == pytest.approx(1e-3 * 0.3 ** 6)
-    assert plain.history_["learning_rate"].eq(1e-3).all()
+    base = CFR().learning_rate
+    assert lr.iloc[-1] == pytest.approx(base * 0.3 ** 6)
+    assert plain.history_["learning_rate"].eq(base).all()
     assert _moved(decayed, X) < 0.9 * _moved(plain, X)
     np.testing.assert_array_equal(  # same seed: the same network at initialisation
         decayed.representation_at_init(X[:5]), plain.representation_at_init(X[:5]))
@@ -72,14 +73,14 @@ def test_reweight_sample_false_gives_the_minority_arm_less_weight():
 
 
 def test_normalization_none_keeps_the_representations_length(data):
-    """"divide" puts every Phi(x) on the unit sphere; "none" does not (measured mean ||Phi||
-    0.15 after 60 steps), and the effects differ."""
+    """"divide" puts every Phi(x) on the unit sphere; "none" does not (measured ||Phi|| 0.40-1.05,
+    mean 0.70, after 60 steps at the default learning rate), and the effects differ."""
     X, T, Y, _ = data
     divided = CFR(**PLAIN).fit(Y, T, X=X)
     plain = CFR(**{**PLAIN, "normalization": "none"}).fit(Y, T, X=X)
     np.testing.assert_allclose(np.linalg.norm(divided.transform(X), axis=1), 1.0, rtol=1e-5)
     norms = np.linalg.norm(plain.transform(X), axis=1)
-    assert norms.mean() < 0.5 and norms.std() > 0
+    assert np.abs(norms - 1).mean() > 0.15 and norms.std() > 0.05
     assert np.abs(plain.effect(X) - divided.effect(X)).max() > 1e-3
 
 

@@ -372,7 +372,7 @@ def test_history_records_initial_state_and_objective():
     assert np.all(np.isfinite(h["train_loss"][1:]))
     obj = h["val_loss"] + cfg.alpha * h["val_imbalance"]
     assert np.all(h["val_objective"] >= obj - 1e-6)  # plus the weight penalty
-    assert h["learning_rate"][0] == pytest.approx(1e-3)
+    assert h["learning_rate"][0] == pytest.approx(CFRConfig().learning_rate)
 
 
 def test_divergence_is_a_clear_error():
@@ -487,7 +487,9 @@ def test_validation_imbalance_on_arm_blocks_equals_the_masked_ipm(ipm):
     for k in range(3):
         _, phi = predict(res.net.select([k]), x[val_idx[k]], representation=True)
         masked = arm_imbalance(phi, t[val_idx[k]].unsqueeze(0), 2, config.ipm_kwargs())
-        torch.testing.assert_close(recorded[k], masked[0], rtol=1e-5, atol=1e-7)
+        # the IPMs are differences of O(1) kernel means: float32 rounding of the means (eps
+        # 1.2e-7 each) is an absolute error of a few 1e-7 (measured up to 1.2e-7 for mmd2_rbf)
+        torch.testing.assert_close(recorded[k], masked[0], rtol=1e-5, atol=5e-7)
 
 
 @pytest.mark.parametrize("reweight", [True, False])
