@@ -550,7 +550,6 @@ def _torch_threads(n: int, device: torch.device | None):
         torch.set_num_threads(before)
 
 
-
 def fit(est, Y, T, X, W=None, groups=None) -> FittedCFR:
     """What ``est.fit(Y, T, X=X, W=W)`` stores: ``n_ensemble`` networks trained together (the
     cross-fitting folds when ``est.cross_fit``; the best alpha's when ``est.alpha`` is a grid),

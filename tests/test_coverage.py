@@ -23,9 +23,8 @@ against a mean standard error of 0.090; about 4 CPU minutes on a shared machine.
 network (in-sample outcome predictions; issue #29 defect 4) the same test measured 0.900, bias
 0.028; the out-of-fold members at the former learning rate (1e-3) 0.917, just below the band,
 and the test was a strict expected failure until the current learning rate (2e-3) brought it
-in. What remains -- a standard error 6 % below the
-estimates' spread and a bias of a tenth of it -- keeps this small, strongly confounded design
-near the band's lower end (the default network, Wasserstein and propensity choice covered
+in. What remains -- a standard error 6 % below the estimates' spread and a bias of a tenth of
+it -- keeps this small, strongly confounded design near the band's lower end (the default network, Wasserstein and propensity choice covered
 0.91-0.95 at n = 500 and 0.95-0.98 at n = 2,000 on designs A-E: docs/results.md).
 """
 
