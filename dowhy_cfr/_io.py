@@ -32,11 +32,13 @@ import pandas as pd
 import torch
 
 from .core import CFRConfig, CFRNet
-from .fitted import (Columns, DebiasedStage, FinalStage, FittedCFR, FittedMembers,
+from .fitted import (BlendStage, Columns, DebiasedStage, FinalStage, FittedCFR, FittedMembers,
                      Preprocessing, TreatmentEncoding)
 from .tabular import FeatureScaler, TableEncoder
 
-FORMAT_VERSION = 2  # 2: the fitted units' X block, the final stage's shift, encoders, scaler
+FORMAT_VERSION = 3  # 2: the fitted units' X block, the final stage's shift, encoders, scaler;
+#: 3: the blend stage (version 2 files load as fitted, without one)
+READABLE_VERSIONS = (2, 3)
 
 
 def _jsonable(v):
@@ -170,6 +172,11 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
         arrays["final/shift"] = fitted.final.shift
         if fitted.final.member_tau is not None:
             arrays["final/member_tau"] = fitted.final.member_tau
+    if fitted.blend is not None:
+        blend = fitted.blend
+        state["blend_stage"] = {"model": _model_spec(blend.model), "lam": blend.lam}
+        for name in ("x", "pseudo", "train", "shift"):
+            arrays[f"blend/{name}"] = getattr(blend, name)
     stage = fitted.debiased
     if stage is not None:
         state["debiased"] = {"has_e": stage.e is not None,
@@ -197,10 +204,10 @@ def _read(path: Path):
             raise ValueError(f"{path} is not a dowhy_cfr model file (model.json/arrays.npz missing)")
         state = json.loads(zf.read("model.json"))
         arrays = dict(np.load(io.BytesIO(zf.read("arrays.npz")), allow_pickle=False))
-    if state.get("format_version") != FORMAT_VERSION:
+    if state.get("format_version") not in READABLE_VERSIONS:
         raise ValueError(f"{path} was saved in model format version "
                          f"{state.get('format_version')!r}; this version of dowhy_cfr reads "
-                         f"version {FORMAT_VERSION}: refit the model and save it again")
+                         f"versions {READABLE_VERSIONS}: refit the model and save it again")
     return state, arrays
 
 
@@ -226,6 +233,18 @@ def _debiased(state, arrays):
                          a["arm_shift"], spec.get("propensity_model"))
 
 
+def _blend(state, arrays):
+    """The blend stage, its regressions refitted (deterministically: each member's seed)."""
+    spec = state.get("blend_stage")
+    if spec is None:
+        return None
+    a = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("blend/")}
+    model = _model_from_spec(spec["model"])
+    models = BlendStage.fit_models(model, a["x"], a["pseudo"], a["train"], state["seeds"])
+    return BlendStage(a["x"], a["pseudo"], a["train"], model, models, float(spec["lam"]),
+                      a["shift"])
+
+
 def load(path):
     """``(class name, constructor parameters, FittedCFR, EconML's bookkeeping)`` of a saved
     model; the estimator builds itself from them."""
@@ -249,7 +268,7 @@ def load(path):
                            arrays["final/member_tau"] if "final/member_tau" in arrays else None)
     fitted = FittedCFR(config, TreatmentEncoding.of_categories(state["categories"]), columns, pre,
                        _members(state, arrays, config), arrays["tau_fit_mean"], final,
-                       _debiased(state, arrays))
+                       _debiased(state, arrays), blend=_blend(state, arrays))
     econml_state = {"_d_y": tuple(state["d_y"]), "_d_t": tuple(state["d_t"]),
                     "_d_t_in": tuple(state["d_t_in"])}
     if state["input_names"] is not None:

@@ -10,6 +10,8 @@ A fitted :class:`~dowhy_cfr.CFR` holds one :class:`FittedCFR` (``est.fitted_``),
 * :class:`FittedMembers` -- the trained networks with each member's seed, kept step, history and
   training/validation units;
 * :class:`FinalStage` -- the regression of the unit-level effects on ``X`` when ``W`` was given;
+* :class:`BlendStage` -- without ``W``: a regression of the doubly robust pseudo-outcomes on
+  ``X`` on each member's training units, blended with the heads' effects by the R-loss;
 * :class:`DebiasedStage` -- the fitted units' outcomes, outcome predictions and cross-fitted
   propensities behind the doubly robust averages (:mod:`dowhy_cfr.debiased`), and the shift that
   makes the mean effect over the fitted units equal the AIPW ATE.
@@ -38,6 +40,7 @@ from .core.training import derive_seeds
 from .debiased import AverageEffect, average_effect, plugin_effect
 
 __all__ = ["TreatmentEncoding", "Columns", "Preprocessing", "FittedMembers", "FinalStage",
+           "BlendStage", "blend_weight",
            "DebiasedStage", "FittedCFR", "encode_treatment", "standardize", "history_frame",
            "plain", "member_outputs", "effects_of", "EncodedX", "MAX_ARMS"]
 
@@ -448,6 +451,93 @@ def _fit_arms(model, x: np.ndarray, tau: np.ndarray) -> list:
     return [clone(model).fit(x, tau[:, j]) for j in range(tau.shape[1])]
 
 
+@dataclass
+class BlendStage:
+    r"""The effect reported without ``W``: the heads' effects blended with a regression of the
+    doubly robust pseudo-outcomes on ``X``,
+
+    .. math:: \hat\tau(x) = \lambda\,\bar h(x) + (1 - \lambda)\,\frac1K \sum_j g_j(x) + c,
+
+    where :math:`\bar h = \bar h_1 - \bar h_0` is the members' mean effect, :math:`g_j` (one
+    regressor per treated arm) is fitted to the pseudo-outcomes
+    :math:`\psi_{i1} - \psi_{i0}` (:func:`~dowhy_cfr.nuisance.aipw_scores`, out-of-fold heads
+    and cross-fitted propensities: Kennedy's DR-learner) on the units member ``j`` trained on, and
+    :math:`c` makes the mean over the fitted units the doubly robust average effect. The weight
+    :math:`\lambda \in [0, 1]` minimises the R-loss of Nie & Wager (2021) of the blend's
+    out-of-fold effects (:func:`blend_weight`): the data choose how far the heads' smooth effects
+    are moved toward the trees' (thresholds, steps), and on IHDP they keep the heads
+    (``docs/parameters.md``, item 9). Member ``j``'s own blend :math:`\lambda h_j + (1-\lambda)
+    g_j` enters the members' jackknife of the pointwise intervals.
+
+    ``x`` (n, n_x): the X block of the fitted units; ``pseudo`` (n, n_arms - 1); ``train``
+    (K, n) bool: the units member (and regressor) ``j`` trained on; ``model`` the unfitted
+    regressor; ``models``: K lists of its fitted clones, one per treated arm; ``lam`` the
+    weight; ``shift`` (n_arms - 1,).
+    """
+
+    x: np.ndarray
+    pseudo: np.ndarray
+    train: np.ndarray
+    model: Any
+    models: list
+    lam: float
+    shift: np.ndarray
+
+    @classmethod
+    def fit_models(cls, model, x: np.ndarray, pseudo: np.ndarray, train: np.ndarray,
+                   seeds) -> list:
+        """Per member ``j``, one clone of ``model`` per treated arm fitted to the pseudo-outcomes
+        of the units ``train[j]`` (``random_state`` set from ``seeds[j]`` where ``model`` has
+        one and it is None)."""
+        out = []
+        for rows, seed in zip(train, seeds):
+            proto = clone(model)
+            if "random_state" in proto.get_params() and proto.get_params()["random_state"] is None:
+                proto.set_params(random_state=int(seed) % (2 ** 32))
+            out.append(_fit_arms(proto, x[rows], pseudo[rows]))
+        return out
+
+    def regressions(self, x: np.ndarray) -> np.ndarray:
+        """Each member's regression at the rows of ``x``: (K, m, n_arms - 1)."""
+        return np.stack([np.column_stack([m.predict(x) for m in arms]) for arms in self.models])
+
+    def predict(self, x: np.ndarray, heads: np.ndarray) -> np.ndarray:
+        """The reported effects (m, n_arms - 1) at the X block ``x`` given the members' mean
+        effect ``heads`` there."""
+        return self.lam * heads + (1 - self.lam) * self.regressions(x).mean(0) + self.shift
+
+    def member_predictions(self, x: np.ndarray, member_heads: np.ndarray) -> np.ndarray:
+        """Each member's blend (K, m, n_arms - 1), unshifted, from its heads' effects
+        ``member_heads`` (K, m, n_arms - 1): their spread is the members' jackknife."""
+        return self.lam * member_heads + (1 - self.lam) * self.regressions(x)
+
+
+def blend_weight(y, arms, mu, e, heads_oof, reg_oof) -> float:
+    r"""The :math:`\lambda \in [0, 1]` of :class:`BlendStage`: the minimiser of the R-loss
+    (Nie & Wager 2021, Eq. 4; one treatment indicator per treated arm)
+
+    .. math:: \sum_i \Big(y_i - m(x_i) - \sum_{a \ge 1} (1[t_i = a] - e_a(x_i))
+              \big(\lambda A_{ia} + (1 - \lambda) B_{ia}\big)\Big)^2
+
+    with :math:`m = \sum_a e_a \mu_a` from the out-of-fold outcome predictions ``mu`` (n, n_arms)
+    and the cross-fitted propensities ``e`` (rows renormalised to sum to one), :math:`A` the
+    heads' out-of-fold effects ``heads_oof`` and :math:`B` the regressions' ``reg_oof`` (both
+    (n, n_arms - 1)). A quadratic in :math:`\lambda`: its minimiser, clipped to [0, 1]; 1 when
+    the two agree everywhere. Rows with a NaN are left out."""
+    e = np.asarray(e, dtype=float)
+    e = e / e.sum(1, keepdims=True)
+    onehot = np.asarray(arms)[:, None] == np.arange(e.shape[1])
+    u = onehot[:, 1:] - e[:, 1:]
+    r = np.asarray(y, dtype=float) - (e * mu).sum(1)
+    g = (u * (heads_oof - reg_oof)).sum(1)
+    c = (u * reg_oof).sum(1)
+    ok = np.isfinite(g) & np.isfinite(c) & np.isfinite(r)
+    denom = float(np.sum(g[ok] ** 2))
+    if denom <= 0:
+        return 1.0
+    return float(np.clip(np.sum(g[ok] * (r[ok] - c[ok])) / denom, 0.0, 1.0))
+
+
 # ----------------------------------------------------------------------------- debiased stage
 @dataclass(frozen=True)
 class DebiasedStage:
@@ -518,6 +608,7 @@ class FittedCFR:
     debiased: DebiasedStage | None = None
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     alpha_scores: pd.DataFrame | None = None  # alpha="auto": the candidates' scores (not saved)
+    blend: BlendStage | None = None  # without W: the heads blended with the DR regression
 
     def features(self, X, W=None) -> np.ndarray:
         """Standardised network input of new units."""
@@ -542,11 +633,14 @@ class FittedCFR:
         return self.tau(xw_std) + shift
 
     def cate(self, X) -> np.ndarray:
-        """The reported ``CATE(x)`` of the X block: the heads' effects, or ``model_final``'s when
-        W was given, plus the debiasing shift; (m, n_arms - 1)."""
+        """The reported ``CATE(x)`` of the X block: the heads' effects blended with the doubly
+        robust regression (:class:`BlendStage`, without W), or ``model_final``'s when W was
+        given, plus the debiasing shift; (m, n_arms - 1)."""
         x = X.array if isinstance(X, EncodedX) else self.columns.block("X", X)
         if self.final is not None:
             return self.final.predict(x)
+        if self.blend is not None:
+            return self.blend.predict(x, self.tau(self.preprocessing.x(x)))
         return self.unit_effects(self.preprocessing.x(x))
 
     @property
@@ -557,11 +651,18 @@ class FittedCFR:
 
     def member_potential_outcomes(self, X) -> np.ndarray | None:
         """Each member's potential outcomes at the X block, (K, n_arms, m), for the members'
-        jackknife. Without W at fit the heads' plus the debiasing shift; with W, ``model_final``
-        refitted to each member's unit-level effects, relative to the control arm (whose entry
-        is 0), unshifted. None with W where the fit kept no members' effects (one member, or a
+        jackknife. Without W at fit the heads' plus the debiasing shift, or, with the blend
+        stage, each member's blend (:meth:`BlendStage.member_predictions`); with W,
+        ``model_final`` refitted to each member's unit-level effects; these two relative to the
+        control arm (whose entry is 0), unshifted. None with W where the fit kept no members' effects (one member, or a
         model saved before they were kept)."""
         x = X.array if isinstance(X, EncodedX) else self.columns.block("X", X)
+        if self.blend is not None:
+            out = self.outputs(self.preprocessing.x(x))
+            heads = np.stack([effects_of(o) for o in out])
+            effects = self.blend.member_predictions(x, heads)
+            return np.concatenate([np.zeros((effects.shape[0], 1, effects.shape[1])),
+                                   np.moveaxis(effects, 2, 1)], axis=1)
         if self.final is None:
             out = self.outputs(self.preprocessing.x(x))
             return out if self.debiased is None else out + self.debiased.arm_shift[None, :, None]

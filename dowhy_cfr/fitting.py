@@ -3,7 +3,7 @@
 Every fit reads as one pipeline, each stage entered once::
 
     validate -> preprocess -> plan and train the members -> choose -> nuisances
-             -> average effects -> final stage -> FittedCFR
+             -> average effects -> final stage (or blend) -> FittedCFR
 
 * **validate**: :meth:`FitSettings.of` checks the estimator's parameters once; :func:`prepare`
   checks and encodes the data (:class:`FitData`).
@@ -16,7 +16,8 @@ Every fit reads as one pipeline, each stage entered once::
 * **nuisances**: the cross-fitted propensity of the nuisance layer
   (:func:`dowhy_cfr.nuisance.cross_fit_propensity`), once per dataset.
 * **average effects**: :func:`debiased_stage`, the AIPW stage over the fitted units.
-* **final stage**: :func:`final_stage`, ``model_final`` on X when W was given.
+* **final stage**: :func:`final_stage`, ``model_final`` on X when W was given; without W,
+  :func:`blend_stage`, the heads blended with a doubly robust regression on X.
 
 The entry points :func:`fit`, :func:`fit_stacked` and :func:`bootstrap` (and
 :mod:`dowhy_cfr.streaming`, :mod:`dowhy_cfr.distributed`, :mod:`dowhy_cfr.selection`) only
@@ -41,8 +42,9 @@ from sklearn.utils import check_random_state
 from . import _validation as V
 from . import plans as P
 from .core import ALPHA_GRID, CFRConfig, TrainingDivergedError, train_cfr
-from .fitted import (Columns, DebiasedStage, FinalStage, FittedCFR, FittedMembers, Preprocessing,
-                     TreatmentEncoding, effects_of, encode_treatment, member_outputs, plain)
+from .fitted import (BlendStage, Columns, DebiasedStage, FinalStage, FittedCFR, FittedMembers, Preprocessing,
+                     TreatmentEncoding, blend_weight, effects_of, encode_treatment, member_outputs,
+                     plain)
 from .metrics import SELECTION_CRITERIA, Nuisances, selection_scores
 from .nuisance import (Propensity, aipw_scores, cross_fit_outcomes, cross_fit_propensity,
                        propensity_candidates, sklearn_seed)
@@ -50,7 +52,7 @@ from .nuisance import (Propensity, aipw_scores, cross_fit_outcomes, cross_fit_pr
 __all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "FitSettings", "FitData", "Trained",
            "alpha_grid", "resolve_device", "show_progress", "resolve_loss", "prepare",
            "train_members", "propensity_of", "select_alpha", "debiased_stage", "final_stage",
-           "assemble", "fit", "fit_stacked", "bootstrap", "out_of_fold", "StreamSource"]
+           "blend_stage", "BLEND_MODEL", "assemble", "fit", "fit_stacked", "bootstrap", "out_of_fold", "StreamSource"]
 
 #: The estimator parameters that are fields of the core's :class:`~dowhy_cfr.core.CFRConfig`
 #: (``loss`` is resolved from the data; ``max_eval_units`` keeps the core's default).
@@ -143,6 +145,7 @@ class FitSettings:
     min_propensity: float
     cv: int
     model_final: object
+    final_blend: bool
     categories: object
     random_state: object
     device: torch.device
@@ -163,7 +166,8 @@ class FitSettings:
         _check_second_stages(est)
         return cls(params, grid, est.loss, V.check_int("n_ensemble", est.n_ensemble, 1),
                    _cross_fit(est.cross_fit, est.n_ensemble), est.debias, est.model_propensity,
-                   float(est.min_propensity), int(est.cv), est.model_final, est.categories,
+                   float(est.min_propensity), int(est.cv), est.model_final,
+                   bool(est.final_blend), est.categories,
                    est.random_state, resolve_device(est.device), est.verbose)
 
     def config(self, loss: str, alpha: float | None = None) -> CFRConfig:
@@ -192,6 +196,8 @@ def _check_second_stages(est) -> None:
     if not 0 < float(est.min_propensity) < 0.5:
         raise ValueError(f"min_propensity={est.min_propensity!r} must be in (0, 0.5), e.g. 0.01")
     V.check_int("cv", est.cv, 2)
+    if not isinstance(est.final_blend, (bool, np.bool_)):
+        raise TypeError(f"final_blend must be True or False; got {est.final_blend!r}")
     if est.model_final is not None and not (hasattr(est.model_final, "fit")
                                             and hasattr(est.model_final, "predict")):
         raise TypeError(f"model_final must be a scikit-learn regressor with fit and predict "
@@ -503,6 +509,41 @@ def final_stage(settings: FitSettings, data: FitData, outputs: np.ndarray, stage
                           member_tau)
 
 
+#: The regression of :func:`blend_stage` (``model_final=None``): shallow boosting that stops when
+#: a fifth of its units stop improving (measured: ``docs/parameters.md``, item 9).
+BLEND_MODEL = HistGradientBoostingRegressor(max_depth=3, learning_rate=0.05, max_iter=300,
+                                            min_samples_leaf=40, early_stopping=True,
+                                            validation_fraction=0.2, n_iter_no_change=20)
+
+
+def blend_stage(settings: FitSettings, data: FitData, outputs: np.ndarray,
+                members: FittedMembers, stage: DebiasedStage, *,
+                cross_fit: bool) -> BlendStage | None:
+    """Without W, with ``final_blend``, the doubly robust stage and K-fold members: regressions
+    of the pseudo-outcomes on X on each member's training units, and the heads' weight against
+    them by the out-of-fold R-loss (:class:`~dowhy_cfr.fitted.BlendStage`). None otherwise."""
+    n_x = data.columns.n_x
+    if (not settings.final_blend or data.columns.n_w or n_x == 0 or stage.e is None
+            or not cross_fit or members.train_rows is None or members.n_models < 2):
+        return None
+    scores = aipw_scores(data.y, data.arms, stage.mu, stage.e)
+    pseudo = scores[:, 1:] - scores[:, :1]
+    train = np.zeros((members.n_models, len(data.y)), dtype=bool)
+    for j, rows in enumerate(members.train_rows):
+        train[j, rows] = True
+    x = data.xw[:, :n_x]
+    model = BLEND_MODEL if settings.model_final is None else settings.model_final
+    models = BlendStage.fit_models(model, x, pseudo, train, members.seeds)
+    blend = BlendStage(x, pseudo, train, model, models, 1.0, np.zeros(pseudo.shape[1]))
+    regs = blend.regressions(x)  # (K, n, arms-1): out of fold where the member left a unit out
+    held_out = (~train).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        reg_oof = np.einsum("kna,kn->na", regs, held_out) / held_out.sum(0)[:, None]
+    lam = blend_weight(data.y, data.arms, stage.mu, stage.e, effects_of(stage.mu.T), reg_oof)
+    blended = lam * effects_of(outputs.mean(0)) + (1 - lam) * regs.mean(0)
+    return dataclasses.replace(blend, lam=lam, shift=stage.theta - blended.mean(0))
+
+
 def assemble(settings: FitSettings, trained: Trained, data: FitData,
              propensity: Propensity | None, *, cross_fit: bool | None = None,
              alpha_scores=None) -> FittedCFR:
@@ -513,8 +554,10 @@ def assemble(settings: FitSettings, trained: Trained, data: FitData,
     cross_fit = settings.cross_fit if cross_fit is None else cross_fit
     stage = debiased_stage(data, outputs, members, propensity, cross_fit=cross_fit)
     final = final_stage(settings, data, outputs, stage, members.seeds[0])
+    blend = blend_stage(settings, data, outputs, members, stage,
+                                cross_fit=cross_fit) if final is None else None
     return FittedCFR(trained.config, data.encoding, data.columns, pre, members, stage.theta,
-                     final, stage, settings.device, alpha_scores)
+                     final, stage, settings.device, alpha_scores, blend)
 
 
 # ============================================================================== entry points
