@@ -174,9 +174,8 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
             arrays["final/member_tau"] = fitted.final.member_tau
     if fitted.blend is not None:
         blend = fitted.blend
-        state["blend_stage"] = {"model": _model_spec(blend.model), "lam": blend.lam}
-        for name in ("x", "pseudo", "train", "shift"):
-            arrays[f"blend/{name}"] = getattr(blend, name)
+        state["blend_stage"] = {"model": _model_spec(blend.model)}
+        arrays["blend/train"] = blend.train
     stage = fitted.debiased
     if stage is not None:
         state["debiased"] = {"has_e": stage.e is not None,
@@ -233,16 +232,14 @@ def _debiased(state, arrays):
                          a["arm_shift"], spec.get("propensity_model"))
 
 
-def _blend(state, arrays):
-    """The blend stage, its regressions refitted (deterministically: each member's seed)."""
+def _blend(state, arrays, stage):
+    """The blend stage over the saved doubly robust ``stage`` (its regressions refitted on first
+    use: deterministic, from the members' seeds)."""
     spec = state.get("blend_stage")
     if spec is None:
         return None
-    a = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("blend/")}
-    model = _model_from_spec(spec["model"])
-    models = BlendStage.fit_models(model, a["x"], a["pseudo"], a["train"], state["seeds"])
-    return BlendStage(a["x"], a["pseudo"], a["train"], model, models, float(spec["lam"]),
-                      a["shift"])
+    return BlendStage(stage.x, arrays["blend/train"], _model_from_spec(spec["model"]),
+                      list(state["seeds"]), stage)
 
 
 def load(path):
@@ -260,6 +257,7 @@ def load(path):
     columns = Columns(state["n_x"], state["n_w"], state["x_columns"], state["w_columns"],
                       _get(state, arrays, "x_encoder", TableEncoder),
                       _get(state, arrays, "w_encoder", TableEncoder))
+    stage = _debiased(state, arrays)
     final = None
     if state["final_stage"] is not None:
         models = FinalStage.fit(_model_from_spec(state["final_stage"]), arrays["final/x"],
@@ -268,7 +266,7 @@ def load(path):
                            arrays["final/member_tau"] if "final/member_tau" in arrays else None)
     fitted = FittedCFR(config, TreatmentEncoding.of_categories(state["categories"]), columns, pre,
                        _members(state, arrays, config), arrays["tau_fit_mean"], final,
-                       _debiased(state, arrays), blend=_blend(state, arrays))
+                       stage, blend=_blend(state, arrays, stage))
     econml_state = {"_d_y": tuple(state["d_y"]), "_d_t": tuple(state["d_t"]),
                     "_d_t_in": tuple(state["d_t_in"])}
     if state["input_names"] is not None:

@@ -149,19 +149,15 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
         when every outcome is 0 or 1. For binary outcomes effects are differences of
         probabilities.
     model_final : sklearn regressor or None, default None
-        With ``W`` in ``fit``: CATE is then a function of ``X`` alone, so the unit-level effects
-        ``tau(x_i, w_i)`` are regressed on ``x_i`` (None: HistGradientBoostingRegressor).
-        Without ``W`` and with ``final_blend``: the regression of the doubly robust
-        pseudo-outcomes on X (None: :data:`dowhy_cfr.fitting.BLEND_MODEL`, shallow boosting).
+        With ``W`` in ``fit``: the regression of the unit-level effects ``tau(x_i, w_i)`` on
+        ``x_i`` (None: HistGradientBoostingRegressor); without: ``final_blend``'s ``g`` (None:
+        :data:`dowhy_cfr.fitting.BLEND_MODEL`).
     final_blend : bool, default True
-        Without ``W``, with ``debias="aipw"`` and cross-fitting members: the reported effect is
-        ``lam * (h1 - h0) + (1 - lam) * g(x)``, where ``g`` regresses the doubly robust
-        pseudo-outcomes on X (fitted on each member's training units; a DR-learner) and ``lam``
-        in [0, 1] minimises the out-of-fold R-loss (``blend_weight_``): the data decide how far
-        the heads' smooth effects move toward the trees' thresholds and steps. Measured: on
-        twelve realistic designs sqrt(PEHE) 11-18 % lower, on IHDP unchanged (lam near 1)
-        (``docs/parameters.md``, item 9). False: the heads' effects. ``individual_effect`` and
-        ``predict_outcomes`` are always the heads'.
+        Without ``W``, with ``debias="aipw"`` and cross-fitting members, effects are ``lam * (h1 -
+        h0) + (1 - lam) * g(x)``: ``g`` regresses the doubly robust pseudo-outcomes on X (a
+        DR-learner on each member's training units), ``lam`` in [0, 1] minimises the out-of-fold
+        R-loss (``blend_weight_``; docs/parameters.md, item 9). False: the heads' effects
+        (``individual_effect`` and ``predict_outcomes`` are always the heads').
     n_ensemble : int, default 5
         Number of networks trained (stacked, in one pass) from different seeds; effects are
         averaged over them. Five members of a small network are the default: measured more
@@ -399,8 +395,8 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
     def const_marginal_effect(self, X=None):
         """Effect of treatment vs control at ``X``: shape (m, d_t) (or (m, d_y, d_t) for 2-D Y).
 
-        Without W at fit, this is ``h1(Phi(x)) - h0(Phi(x))`` (ensemble mean). With W at fit, it
-        is ``model_final_`` applied to X. With X=None at fit, the average effect over the fitted
+        Without W at fit, ``h1(Phi(x)) - h0(Phi(x))`` (ensemble mean), blended with the doubly
+        robust regression (``final_blend``). With W at fit, ``model_final_`` applied to X. With X=None at fit, the average effect over the fitted
         units (shape (1, ...)). With ``debias="aipw"`` plus the constant that makes the mean over
         the fitted units the AIPW ATE (``average_effect``).
         """

@@ -38,6 +38,7 @@ from .core import CFRConfig, CFRNet, TrainResult, predict
 from .tabular import FeatureScaler, TableEncoder
 from .core.training import derive_seeds
 from .debiased import AverageEffect, average_effect, plugin_effect
+from .nuisance import aipw_scores
 
 __all__ = ["TreatmentEncoding", "Columns", "Preprocessing", "FittedMembers", "FinalStage",
            "BlendStage", "blend_weight",
@@ -459,43 +460,73 @@ class BlendStage:
     .. math:: \hat\tau(x) = \lambda\,\bar h(x) + (1 - \lambda)\,\frac1K \sum_j g_j(x) + c,
 
     where :math:`\bar h = \bar h_1 - \bar h_0` is the members' mean effect, :math:`g_j` (one
-    regressor per treated arm) is fitted to the pseudo-outcomes
-    :math:`\psi_{i1} - \psi_{i0}` (:func:`~dowhy_cfr.nuisance.aipw_scores`, out-of-fold heads
-    and cross-fitted propensities: Kennedy's DR-learner) on the units member ``j`` trained on, and
-    :math:`c` makes the mean over the fitted units the doubly robust average effect. The weight
+    regressor per treated arm) is fitted to the pseudo-outcomes :math:`\psi_{ia} - \psi_{i0}`
+    (:func:`~dowhy_cfr.nuisance.aipw_scores` of the ``stage``: out-of-fold heads, cross-fitted
+    propensities; Kennedy's DR-learner) on the units member ``j`` trained on, and :math:`c` makes
+    the mean over the fitted units the doubly robust average effect. The weight
     :math:`\lambda \in [0, 1]` minimises the R-loss of Nie & Wager (2021) of the blend's
     out-of-fold effects (:func:`blend_weight`): the data choose how far the heads' smooth effects
-    are moved toward the trees' (thresholds, steps), and on IHDP they keep the heads
-    (``docs/parameters.md``, item 9). Member ``j``'s own blend :math:`\lambda h_j + (1-\lambda)
-    g_j` enters the members' jackknife of the pointwise intervals.
+    move toward the trees' thresholds and steps (``docs/parameters.md``, item 9). Member ``j``'s
+    own blend :math:`\lambda h_j + (1-\lambda) g_j` enters the members' jackknife of the
+    pointwise intervals.
 
-    ``x`` (n, n_x): the X block of the fitted units; ``pseudo`` (n, n_arms - 1); ``train``
-    (K, n) bool: the units member (and regressor) ``j`` trained on; ``model`` the unfitted
-    regressor; ``models``: K lists of its fitted clones, one per treated arm; ``lam`` the
-    weight; ``shift`` (n_arms - 1,).
+    ``x`` (n, n_x): the X block of the fitted units; ``train`` (K, n) bool: the units member
+    ``j`` (and regressor ``j``) trained on; ``model`` the unfitted regressor; ``seeds`` the
+    members' seeds (each regressor's ``random_state`` where ``model``'s is None); ``stage`` the
+    fitted units' :class:`DebiasedStage`. The regressions are fitted on first use
+    (:meth:`fit`, which ``CFR.fit`` calls), so the fits of DoWhy's refuters, which need only
+    average effects, do not pay for them; the result is the same whenever it is computed.
     """
 
     x: np.ndarray
-    pseudo: np.ndarray
     train: np.ndarray
     model: Any
-    models: list
-    lam: float
-    shift: np.ndarray
+    seeds: list
+    stage: "DebiasedStage"
+    _fit: dict = field(default_factory=dict, repr=False, compare=False)
 
-    @classmethod
-    def fit_models(cls, model, x: np.ndarray, pseudo: np.ndarray, train: np.ndarray,
-                   seeds) -> list:
-        """Per member ``j``, one clone of ``model`` per treated arm fitted to the pseudo-outcomes
-        of the units ``train[j]`` (``random_state`` set from ``seeds[j]`` where ``model`` has
-        one and it is None)."""
-        out = []
-        for rows, seed in zip(train, seeds):
-            proto = clone(model)
-            if "random_state" in proto.get_params() and proto.get_params()["random_state"] is None:
+    @property
+    def pseudo(self) -> np.ndarray:
+        """The doubly robust pseudo-outcomes of each treated arm vs control: (n, n_arms - 1)."""
+        st = self.stage
+        scores = aipw_scores(st.y, st.arms, st.mu, st.e)
+        return scores[:, 1:] - scores[:, :1]
+
+    def fit(self) -> "BlendStage":
+        """Fit the K regressions and choose the weight (once); returns self."""
+        if self._fit:
+            return self
+        pseudo, models = self.pseudo, []
+        for rows, seed in zip(self.train, self.seeds):
+            proto = clone(self.model)
+            if proto.get_params().get("random_state", 0) is None:
                 proto.set_params(random_state=int(seed) % (2 ** 32))
-            out.append(_fit_arms(proto, x[rows], pseudo[rows]))
-        return out
+            models.append(_fit_arms(proto, self.x[rows], pseudo[rows]))
+        self._fit["models"] = models
+        regs = self.regressions(self.x)  # out of fold where a member left a unit out
+        held_out = (~self.train).astype(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            reg_oof = np.einsum("kna,kn->na", regs, held_out) / held_out.sum(0)[:, None]
+        st = self.stage
+        lam = blend_weight(st.y, st.arms, st.mu, st.e, (st.mu[:, 1:] - st.mu[:, :1]), reg_oof)
+        blended = lam * (st.mu_plugin[:, 1:] - st.mu_plugin[:, :1]) + (1 - lam) * regs.mean(0)
+        self._fit.update(lam=lam, shift=st.theta - blended.mean(0))
+        return self
+
+    @property
+    def lam(self) -> float:
+        """The heads' weight."""
+        return self.fit()._fit["lam"]
+
+    @property
+    def shift(self) -> np.ndarray:
+        """The constant (n_arms - 1,) that makes the mean over the fitted units the AIPW one."""
+        return self.fit()._fit["shift"]
+
+    @property
+    def models(self) -> list:
+        """K lists of fitted regressors, one per treated arm."""
+        return self.fit()._fit["models"]
 
     def regressions(self, x: np.ndarray) -> np.ndarray:
         """Each member's regression at the rows of ``x``: (K, m, n_arms - 1)."""

@@ -43,8 +43,7 @@ from . import _validation as V
 from . import plans as P
 from .core import ALPHA_GRID, CFRConfig, TrainingDivergedError, train_cfr
 from .fitted import (BlendStage, Columns, DebiasedStage, FinalStage, FittedCFR, FittedMembers, Preprocessing,
-                     TreatmentEncoding, blend_weight, effects_of, encode_treatment, member_outputs,
-                     plain)
+                     TreatmentEncoding, effects_of, encode_treatment, member_outputs, plain)
 from .metrics import SELECTION_CRITERIA, Nuisances, selection_scores
 from .nuisance import (Propensity, aipw_scores, cross_fit_outcomes, cross_fit_propensity,
                        propensity_candidates, sklearn_seed)
@@ -516,32 +515,21 @@ BLEND_MODEL = HistGradientBoostingRegressor(max_depth=3, learning_rate=0.05, max
                                             validation_fraction=0.2, n_iter_no_change=20)
 
 
-def blend_stage(settings: FitSettings, data: FitData, outputs: np.ndarray,
-                members: FittedMembers, stage: DebiasedStage, *,
-                cross_fit: bool) -> BlendStage | None:
-    """Without W, with ``final_blend``, the doubly robust stage and K-fold members: regressions
-    of the pseudo-outcomes on X on each member's training units, and the heads' weight against
-    them by the out-of-fold R-loss (:class:`~dowhy_cfr.fitted.BlendStage`). None otherwise."""
+def blend_stage(settings: FitSettings, data: FitData, members: FittedMembers,
+                stage: DebiasedStage, *, cross_fit: bool) -> BlendStage | None:
+    """Without W, with ``final_blend``, the doubly robust stage and K-fold members: the heads
+    blended with regressions of the pseudo-outcomes on X on each member's training units, the
+    weight by the out-of-fold R-loss (:class:`~dowhy_cfr.fitted.BlendStage`, fitted on first
+    use). None otherwise."""
     n_x = data.columns.n_x
     if (not settings.final_blend or data.columns.n_w or n_x == 0 or stage.e is None
             or not cross_fit or members.train_rows is None or members.n_models < 2):
         return None
-    scores = aipw_scores(data.y, data.arms, stage.mu, stage.e)
-    pseudo = scores[:, 1:] - scores[:, :1]
     train = np.zeros((members.n_models, len(data.y)), dtype=bool)
     for j, rows in enumerate(members.train_rows):
         train[j, rows] = True
-    x = data.xw[:, :n_x]
     model = BLEND_MODEL if settings.model_final is None else settings.model_final
-    models = BlendStage.fit_models(model, x, pseudo, train, members.seeds)
-    blend = BlendStage(x, pseudo, train, model, models, 1.0, np.zeros(pseudo.shape[1]))
-    regs = blend.regressions(x)  # (K, n, arms-1): out of fold where the member left a unit out
-    held_out = (~train).astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        reg_oof = np.einsum("kna,kn->na", regs, held_out) / held_out.sum(0)[:, None]
-    lam = blend_weight(data.y, data.arms, stage.mu, stage.e, effects_of(stage.mu.T), reg_oof)
-    blended = lam * effects_of(outputs.mean(0)) + (1 - lam) * regs.mean(0)
-    return dataclasses.replace(blend, lam=lam, shift=stage.theta - blended.mean(0))
+    return BlendStage(data.xw[:, :n_x], train, model, list(members.seeds), stage)
 
 
 def assemble(settings: FitSettings, trained: Trained, data: FitData,
@@ -554,8 +542,7 @@ def assemble(settings: FitSettings, trained: Trained, data: FitData,
     cross_fit = settings.cross_fit if cross_fit is None else cross_fit
     stage = debiased_stage(data, outputs, members, propensity, cross_fit=cross_fit)
     final = final_stage(settings, data, outputs, stage, members.seeds[0])
-    blend = blend_stage(settings, data, outputs, members, stage,
-                                cross_fit=cross_fit) if final is None else None
+    blend = None if final else blend_stage(settings, data, members, stage, cross_fit=cross_fit)
     return FittedCFR(trained.config, data.encoding, data.columns, pre, members, stage.theta,
                      final, stage, settings.device, alpha_scores, blend)
 
@@ -616,8 +603,11 @@ def fit(est, Y, T, X, W=None, groups=None) -> FittedCFR:
     scores = None
     if grid is not None:
         trained, scores = select_alpha(settings, trained, data, propensity, len(seeds))
-    return assemble(settings, trained, data, propensity if settings.debias else None,
-                    alpha_scores=scores)
+    fitted = assemble(settings, trained, data, propensity if settings.debias else None,
+                      alpha_scores=scores)
+    if fitted.blend is not None:
+        fitted.blend.fit()  # a fit's time includes its blend (stacked fits defer it)
+    return fitted
 
 
 def fit_stacked(est, Y, T, X, W=None, units=None, seeds=None):
