@@ -178,8 +178,9 @@ print(estimand.estimands["backdoor"]["estimand"])"""),
 `method_params={"init_params": ...}` are the `CFR` / `TARNet` constructor arguments. The network
 is trained once per method; `fit_estimator=False` reuses it for the ATT (treated units) and the
 ATC (control units). Every confounder enters the representation, and `est.cate_estimates` holds
-the unit-level effects `h1(Φ(x)) - h0(Φ(x))`, so their error against the truth (√PEHE) is
-available too."""),
+the unit-level effects (the heads' `h1(Φ(x)) - h0(Φ(x))`, blended with a doubly robust
+regression where the R-loss prefers it: `final_blend`), so their error against the truth
+(√PEHE) is available too."""),
     ("code", """\
 init = dict(n_iter=N_ITER, random_state=0, verbose=0, **SMALL)
 estimates, rows = {}, []

@@ -63,7 +63,10 @@ def heads_effect(est, X_fit, X=None, *, T0=0, T1=1):
     """The heads' own effects ``h_T1 - h_T0`` at ``X`` (default ``X_fit``), without the doubly
     robust shift: with ``debias="aipw"`` every effect is shifted by one constant (the AIPW ATE
     minus the plug-in mean over the fitted units ``X_fit``), which makes ``ate()`` right whatever
-    the heads learned; tests of the network itself take it off again. Public API only."""
-    shift = est.ate(X_fit, T0=T0, T1=T1) - est.average_effect(T0=T0, T1=T1,
-                                                              debiased=False).estimate
-    return est.effect(X_fit if X is None else X, T0=T0, T1=T1) - shift
+    the heads learned; tests of the network itself take it off again. From the heads' potential
+    outcomes (``predict_outcomes``; ``effect`` also blends in the pseudo-outcome regression)."""
+    shift = (est.average_effect(T0=T0, T1=T1).estimate
+             - est.average_effect(T0=T0, T1=T1, debiased=False).estimate)
+    cats = list(est.fitted_.encoding.categories)
+    outs = est.predict_outcomes(X_fit if X is None else X)
+    return outs[cats.index(T1)] - outs[cats.index(T0)] - shift

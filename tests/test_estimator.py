@@ -167,8 +167,9 @@ def test_ensemble_averages_members():
     assert est.history_["member"].nunique() == 3 and len(est.best_iteration_) == 3
     fitted = est.fitted_
     outs = fitted.outputs(fitted.features(X[:4]))  # (K, arms, n)
-    # the ensemble mean, plus the one constant of the debiased (AIPW) default
-    np.testing.assert_allclose(est.effect(X[:4]),
+    # the heads' ensemble mean, plus the one constant of the debiased (AIPW) default (effect()
+    # blends it with the pseudo-outcome regression: tests/test_blend.py)
+    np.testing.assert_allclose(est.individual_effect(X[:4]),
                                (outs[:, 1] - outs[:, 0]).mean(0) + fitted.debiased.shift[0])
     assert not np.allclose(outs[0], outs[1])
 

@@ -22,10 +22,22 @@ def fitted():
 
 
 def _member_effects(est, X):
-    """Each member's effect at X, from the members' own predictions (K, m)."""
+    """Each member's effect at X (K, m): its heads' effect, blended with its own regression of
+    the pseudo-outcomes as ``final_blend`` blends the mean (lam * h_j + (1 - lam) * g_j)."""
     fitted = est.fitted_
     out = fitted.outputs(fitted.features(X))  # (K, n_arms, m)
-    return out[:, 1] - out[:, 0]
+    heads = out[:, 1] - out[:, 0]
+    blend = fitted.blend
+    if blend is None:
+        return heads
+    regs = blend.regressions(np.asarray(X, dtype=float))[:, :, 0]  # (K, m)
+    return blend.lam * heads + (1 - blend.lam) * regs
+
+
+def _shift(est):
+    """The constant the reported effect adds to the members' mean."""
+    fitted = est.fitted_
+    return (fitted.debiased.shift if fitted.blend is None else fitted.blend.shift)[0]
 
 
 def test_jackknife_stderr_formula():
@@ -42,7 +54,8 @@ def test_effect_inference_is_the_members_jackknife(fitted):
     np.testing.assert_allclose(inf.stderr, jackknife_stderr(effects), rtol=1e-10)
     np.testing.assert_allclose(inf.point_estimate, est.effect(x), rtol=1e-12)
     # the members' mean plus the debiasing shift is the point estimate
-    np.testing.assert_allclose(effects.mean(0) + est.fitted_.debiased.shift[0], est.effect(x),
+    assert est.blend_weight_ is not None  # the default blends
+    np.testing.assert_allclose(effects.mean(0) + _shift(est), est.effect(x),
                                rtol=1e-6, atol=1e-9)
     lo, hi = est.effect_interval(x, alpha=0.1)
     q = student_t.ppf(0.95, K - 1)  # t with K - 1 degrees of freedom, not the normal
