@@ -38,7 +38,7 @@ from .core import CFRConfig, CFRNet, TrainResult, predict
 from .tabular import FeatureScaler, TableEncoder
 from .core.training import derive_seeds
 from .debiased import AverageEffect, average_effect, plugin_effect
-from .nuisance import aipw_scores
+from .nuisance import aipw_scores, nuisance_threads
 
 __all__ = ["TreatmentEncoding", "Columns", "Preprocessing", "FittedMembers", "FinalStage",
            "BlendStage", "blend_weight",
@@ -497,13 +497,14 @@ class BlendStage:
         if self._fit:
             return self
         pseudo, models = self.pseudo, []
-        for rows, seed in zip(self.train, self.seeds):
-            proto = clone(self.model)
-            if proto.get_params().get("random_state", 0) is None:
-                proto.set_params(random_state=int(seed) % (2 ** 32))
-            models.append(_fit_arms(proto, self.x[rows], pseudo[rows]))
-        self._fit["models"] = models
-        regs = self.regressions(self.x)  # out of fold where a member left a unit out
+        with nuisance_threads(len(pseudo)):  # one OpenMP thread for small data, as the nuisances
+            for rows, seed in zip(self.train, self.seeds):
+                proto = clone(self.model)
+                if proto.get_params().get("random_state", 0) is None:
+                    proto.set_params(random_state=int(seed) % (2 ** 32))
+                models.append(_fit_arms(proto, self.x[rows], pseudo[rows]))
+            self._fit["models"] = models
+            regs = self.regressions(self.x)  # out of fold where a member left a unit out
         held_out = (~self.train).astype(float)
         with np.errstate(invalid="ignore", divide="ignore"):
             reg_oof = np.einsum("kna,kn->na", regs, held_out) / held_out.sum(0)[:, None]

@@ -50,7 +50,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures, StandardScaler
 from threadpoolctl import threadpool_limits
 
-__all__ = ["ONE_THREAD_UNITS", "Propensity", "sklearn_seed", "folds",
+__all__ = ["ONE_THREAD_UNITS", "Propensity", "sklearn_seed", "folds", "nuisance_threads",
            "logistic_propensity_model", "boosting_propensity_model", "default_propensity_models",
            "PROPENSITY_NAMES", "propensity_candidates", "outcome_model", "cross_fit_propensity",
            "cross_fit_outcomes", "aipw_scores", "arm_log_loss", "clip_propensity"]
@@ -264,7 +264,7 @@ def _out_of_fold_proba(model, x, arms, splits, n_arms: int) -> np.ndarray:
     return proba
 
 
-def _nuisance_threads(n: int):
+def nuisance_threads(n: int):
     """One BLAS/OpenMP thread for small data (the caller's settings come back afterwards)."""
     return threadpool_limits(1) if n <= ONE_THREAD_UNITS else contextlib.nullcontext()
 
@@ -297,7 +297,7 @@ def cross_fit_propensity(model, x: np.ndarray, arms: np.ndarray, *, n_arms: int,
     seed = sklearn_seed(random_state)
     candidates = {name: _seeded(m, seed) for name, m in propensity_candidates(model).items()}
     splits = folds(arms, _n_folds(arms, cv, groups), seed, groups)
-    with _nuisance_threads(len(arms)):
+    with nuisance_threads(len(arms)):
         fitted = {name: clip_propensity(_out_of_fold_proba(m, x, arms, splits, n_arms),
                                         min_propensity)
                   for name, m in candidates.items()}
@@ -316,7 +316,7 @@ def cross_fit_outcomes(x: np.ndarray, y: np.ndarray, arms: np.ndarray, *, n_arms
     seed = sklearn_seed(random_state)
     model = _seeded(outcome_model(None) if model is None else model, seed)
     mu = np.zeros((len(y), n_arms))
-    with _nuisance_threads(len(y)):
+    with nuisance_threads(len(y)):
         for fit_rows, pred_rows in folds(arms, _n_folds(arms, cv, groups), seed, groups):
             for a in range(n_arms):
                 own = fit_rows[arms[fit_rows] == a]
