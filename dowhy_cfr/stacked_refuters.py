@@ -267,7 +267,10 @@ def _seed_matrix(est, n_sims: int, seeds: str) -> np.ndarray:
 def _train_records(estimate, records, steps, seeds) -> tuple[list, int, dict]:
     """Fitted CFRs for the recorded datasets, one stack per distinct shape/columns."""
     est = estimate.estimator.estimator
-    params = {"n_ensemble": len(est.seeds_), "verbose": 0, **_step_budget(est, steps)}
+    # the refuters use only the values (doubly robust averages), which the blend of the unit-level
+    # effects leaves as they are: the simulations skip it
+    params = {"n_ensemble": len(est.seeds_), "verbose": 0, "final_blend": False,
+              **_step_budget(est, steps)}
     if isinstance(est.alpha, (str, list, tuple)):  # alpha="auto" or a grid: refit the choice
         params["alpha"] = est.alpha_
     candidates = propensity_candidates(est.model_propensity)
