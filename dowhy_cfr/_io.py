@@ -238,7 +238,7 @@ def _blend(state, arrays, stage):
     spec = state.get("blend_stage")
     if spec is None:
         return None
-    return BlendStage(stage.x, arrays["blend/train"], _model_from_spec(spec["model"]),
+    return BlendStage(arrays["blend/train"], _model_from_spec(spec["model"]),
                       list(state["seeds"]), stage)
 
 

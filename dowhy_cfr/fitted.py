@@ -38,10 +38,10 @@ from .core import CFRConfig, CFRNet, TrainResult, predict
 from .tabular import FeatureScaler, TableEncoder
 from .core.training import derive_seeds
 from .debiased import AverageEffect, average_effect, plugin_effect
-from .nuisance import aipw_scores, nuisance_threads
+from .nuisance import aipw_scores, nuisance_threads, seeded, sklearn_seed
 
 __all__ = ["TreatmentEncoding", "Columns", "Preprocessing", "FittedMembers", "FinalStage",
-           "BlendStage", "blend_weight",
+           "BlendStage", "blend_weight", "held_out_mean",
            "DebiasedStage", "FittedCFR", "encode_treatment", "standardize", "history_frame",
            "plain", "member_outputs", "effects_of", "EncodedX", "MAX_ARMS"]
 
@@ -388,6 +388,13 @@ class FittedMembers:
     def n_models(self) -> int:
         return self.net.n_models
 
+    def train_mask(self, n_units: int) -> np.ndarray:
+        """(K, n_units) bool: whether member j trained on unit i (needs ``train_rows``)."""
+        mask = np.zeros((self.n_models, n_units), dtype=bool)
+        for j, rows in enumerate(self.train_rows):
+            mask[j, rows] = True
+        return mask
+
     def on_units(self, units: np.ndarray) -> "FittedMembers":
         """The same members with their training/validation rows given as positions among
         ``units`` (rows of a larger table, all of which the members' rows are among)."""
@@ -452,6 +459,14 @@ def _fit_arms(model, x: np.ndarray, tau: np.ndarray) -> list:
     return [clone(model).fit(x, tau[:, j]) for j in range(tau.shape[1])]
 
 
+def held_out_mean(values: np.ndarray, train: np.ndarray) -> np.ndarray:
+    """Per unit, the mean of ``values`` (K, n, a) over the members that did not train on it
+    (``train``: (K, n) bool): (n, a); NaN where every member trained on the unit."""
+    unseen = (~train).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.einsum("kna,kn->na", values, unseen) / unseen.sum(0)[:, None]
+
+
 @dataclass
 class BlendStage:
     r"""The effect reported without ``W``: the heads' effects blended with a regression of the
@@ -470,20 +485,24 @@ class BlendStage:
     own blend :math:`\lambda h_j + (1-\lambda) g_j` enters the members' jackknife of the
     pointwise intervals.
 
-    ``x`` (n, n_x): the X block of the fitted units; ``train`` (K, n) bool: the units member
-    ``j`` (and regressor ``j``) trained on; ``model`` the unfitted regressor; ``seeds`` the
-    members' seeds (each regressor's ``random_state`` where ``model``'s is None); ``stage`` the
-    fitted units' :class:`DebiasedStage`. The regressions are fitted on first use
+    ``train`` (K, n) bool: the units member ``j`` (and regressor ``j``) trained on; ``model``
+    the unfitted regressor; ``seeds`` the members' seeds (each regressor's ``random_state``
+    where ``model``'s is None); ``stage`` the fitted units' :class:`DebiasedStage`, whose X
+    block the regressions are fitted on. The regressions are fitted on first use
     (:meth:`fit`, which ``CFR.fit`` calls), so the fits of DoWhy's refuters, which need only
     average effects, do not pay for them; the result is the same whenever it is computed.
     """
 
-    x: np.ndarray
     train: np.ndarray
     model: Any
     seeds: list
     stage: "DebiasedStage"
     _fit: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def x(self) -> np.ndarray:
+        """The X block of the fitted units (n, n_x)."""
+        return self.stage.x
 
     @property
     def pseudo(self) -> np.ndarray:
@@ -496,21 +515,15 @@ class BlendStage:
         """Fit the K regressions and choose the weight (once); returns self."""
         if self._fit:
             return self
-        pseudo, models = self.pseudo, []
+        pseudo, x, st = self.pseudo, self.x, self.stage
         with nuisance_threads(len(pseudo)):  # one OpenMP thread for small data, as the nuisances
-            for rows, seed in zip(self.train, self.seeds):
-                proto = clone(self.model)
-                if proto.get_params().get("random_state", 0) is None:
-                    proto.set_params(random_state=int(seed) % (2 ** 32))
-                models.append(_fit_arms(proto, self.x[rows], pseudo[rows]))
-            self._fit["models"] = models
-            regs = self.regressions(self.x)  # out of fold where a member left a unit out
-        held_out = (~self.train).astype(float)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            reg_oof = np.einsum("kna,kn->na", regs, held_out) / held_out.sum(0)[:, None]
-        st = self.stage
-        lam = blend_weight(st.y, st.arms, st.mu, st.e, (st.mu[:, 1:] - st.mu[:, :1]), reg_oof)
-        blended = lam * (st.mu_plugin[:, 1:] - st.mu_plugin[:, :1]) + (1 - lam) * regs.mean(0)
+            self._fit["models"] = [
+                _fit_arms(seeded(self.model, sklearn_seed(seed)), x[rows], pseudo[rows])
+                for rows, seed in zip(self.train, self.seeds)]
+            regs = self.regressions(x)
+        reg_oof = held_out_mean(regs, self.train)
+        lam = blend_weight(st.y, st.arms, st.mu, st.e, effects_of(st.mu.T), reg_oof)
+        blended = lam * effects_of(st.mu_plugin.T) + (1 - lam) * regs.mean(0)
         self._fit.update(lam=lam, shift=st.theta - blended.mean(0))
         return self
 
@@ -686,21 +699,19 @@ class FittedCFR:
         jackknife. Without W at fit the heads' plus the debiasing shift, or, with the blend
         stage, each member's blend (:meth:`BlendStage.member_predictions`); with W,
         ``model_final`` refitted to each member's unit-level effects; these two relative to the
-        control arm (whose entry is 0), unshifted. None with W where the fit kept no members' effects (one member, or a
-        model saved before they were kept)."""
+        control arm (whose entry is 0), unshifted. None with W where the fit kept no members'
+        effects (one member, or a model saved before they were kept)."""
         x = X.array if isinstance(X, EncodedX) else self.columns.block("X", X)
-        if self.blend is not None:
+        if self.final is not None:
+            effects = self.final.member_predictions(x)  # (K, m, n_arms - 1)
+            if effects is None:
+                return None
+        else:
             out = self.outputs(self.preprocessing.x(x))
-            heads = np.stack([effects_of(o) for o in out])
-            effects = self.blend.member_predictions(x, heads)
-            return np.concatenate([np.zeros((effects.shape[0], 1, effects.shape[1])),
-                                   np.moveaxis(effects, 2, 1)], axis=1)
-        if self.final is None:
-            out = self.outputs(self.preprocessing.x(x))
-            return out if self.debiased is None else out + self.debiased.arm_shift[None, :, None]
-        effects = self.final.member_predictions(x)  # (K, m, n_arms - 1)
-        if effects is None:
-            return None
+            if self.blend is None:
+                shift = 0.0 if self.debiased is None else self.debiased.arm_shift[None, :, None]
+                return out + shift
+            effects = self.blend.member_predictions(x, np.stack([effects_of(o) for o in out]))
         zeros = np.zeros((effects.shape[0], 1, effects.shape[1]))
         return np.concatenate([zeros, np.moveaxis(effects, 2, 1)], axis=1)
 

@@ -42,8 +42,9 @@ from sklearn.utils import check_random_state
 from . import _validation as V
 from . import plans as P
 from .core import ALPHA_GRID, CFRConfig, TrainingDivergedError, train_cfr
-from .fitted import (BlendStage, Columns, DebiasedStage, FinalStage, FittedCFR, FittedMembers, Preprocessing,
-                     TreatmentEncoding, effects_of, encode_treatment, member_outputs, plain)
+from .fitted import (BlendStage, Columns, DebiasedStage, FinalStage, FittedCFR, FittedMembers,
+                     Preprocessing, TreatmentEncoding, effects_of, encode_treatment,
+                     held_out_mean, member_outputs, plain)
 from .metrics import SELECTION_CRITERIA, Nuisances, selection_scores
 from .nuisance import (Propensity, aipw_scores, cross_fit_outcomes, cross_fit_propensity,
                        propensity_candidates, sklearn_seed)
@@ -51,7 +52,8 @@ from .nuisance import (Propensity, aipw_scores, cross_fit_outcomes, cross_fit_pr
 __all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "FitSettings", "FitData", "Trained",
            "alpha_grid", "resolve_device", "show_progress", "resolve_loss", "prepare",
            "train_members", "propensity_of", "select_alpha", "debiased_stage", "final_stage",
-           "blend_stage", "BLEND_MODEL", "assemble", "fit", "fit_stacked", "bootstrap", "out_of_fold", "StreamSource"]
+           "blend_stage", "BLEND_MODEL", "assemble", "fit", "fit_stacked", "bootstrap",
+           "out_of_fold", "StreamSource"]
 
 #: The estimator parameters that are fields of the core's :class:`~dowhy_cfr.core.CFRConfig`
 #: (``loss`` is resolved from the data; ``max_eval_units`` keeps the core's default).
@@ -463,12 +465,7 @@ def select_alpha(settings: FitSettings, trained: Trained, data: FitData, propens
 def out_of_fold(outputs: np.ndarray, members: FittedMembers) -> np.ndarray:
     """Per unit, the mean prediction (n, n_arms) of the members that did not train on it
     (``outputs``: (K, n_arms, n)); NaN where every member trained on the unit."""
-    trained = np.zeros((outputs.shape[0], outputs.shape[2]), dtype=bool)
-    for j, rows in enumerate(members.train_rows):
-        trained[j, rows] = True
-    unseen = (~trained).astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.einsum("kan,kn->na", outputs, unseen) / unseen.sum(0)[:, None]
+    return held_out_mean(np.moveaxis(outputs, 2, 1), members.train_mask(outputs.shape[2]))
 
 
 def debiased_stage(data: FitData, outputs: np.ndarray, members: FittedMembers,
@@ -525,11 +522,8 @@ def blend_stage(settings: FitSettings, data: FitData, members: FittedMembers,
     if (not settings.final_blend or data.columns.n_w or n_x == 0 or stage.e is None
             or not cross_fit or members.train_rows is None or members.n_models < 2):
         return None
-    train = np.zeros((members.n_models, len(data.y)), dtype=bool)
-    for j, rows in enumerate(members.train_rows):
-        train[j, rows] = True
     model = BLEND_MODEL if settings.model_final is None else settings.model_final
-    return BlendStage(data.xw[:, :n_x], train, model, list(members.seeds), stage)
+    return BlendStage(members.train_mask(len(data.y)), model, list(members.seeds), stage)
 
 
 def assemble(settings: FitSettings, trained: Trained, data: FitData,

@@ -50,7 +50,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import PolynomialFeatures, StandardScaler
 from threadpoolctl import threadpool_limits
 
-__all__ = ["ONE_THREAD_UNITS", "Propensity", "sklearn_seed", "folds", "nuisance_threads",
+__all__ = ["ONE_THREAD_UNITS", "Propensity", "sklearn_seed", "seeded", "folds",
+           "nuisance_threads",
            "logistic_propensity_model", "boosting_propensity_model", "default_propensity_models",
            "PROPENSITY_NAMES", "propensity_candidates", "outcome_model", "cross_fit_propensity",
            "cross_fit_outcomes", "aipw_scores", "arm_log_loss", "clip_propensity"]
@@ -234,7 +235,7 @@ def outcome_model(random_state: int | None = 0):
                                          random_state=random_state)
 
 
-def _seeded(model, seed: int):
+def seeded(model, seed: int):
     """A clone of ``model`` with ``random_state=seed`` wherever it (or a step of a pipeline or
     search) has that parameter left at None."""
     model = clone(model)
@@ -295,7 +296,7 @@ def cross_fit_propensity(model, x: np.ndarray, arms: np.ndarray, *, n_arms: int,
         :func:`propensity_candidates`; the given model's class name for one classifier).
     """
     seed = sklearn_seed(random_state)
-    candidates = {name: _seeded(m, seed) for name, m in propensity_candidates(model).items()}
+    candidates = {name: seeded(m, seed) for name, m in propensity_candidates(model).items()}
     splits = folds(arms, _n_folds(arms, cv, groups), seed, groups)
     with nuisance_threads(len(arms)):
         fitted = {name: clip_propensity(_out_of_fold_proba(m, x, arms, splits, n_arms),
@@ -314,7 +315,7 @@ def cross_fit_outcomes(x: np.ndarray, y: np.ndarray, arms: np.ndarray, *, n_arms
     :func:`outcome_model`), on the folds of :func:`folds`.
     """
     seed = sklearn_seed(random_state)
-    model = _seeded(outcome_model(None) if model is None else model, seed)
+    model = seeded(outcome_model(None) if model is None else model, seed)
     mu = np.zeros((len(y), n_arms))
     with nuisance_threads(len(y)):
         for fit_rows, pred_rows in folds(arms, _n_folds(arms, cv, groups), seed, groups):
