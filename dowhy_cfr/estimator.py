@@ -153,11 +153,13 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
         ``x_i`` (None: HistGradientBoostingRegressor); without: ``final_blend``'s ``g`` (None:
         :data:`dowhy_cfr.fitting.BLEND_MODEL`).
     final_blend : bool, default True
-        Without ``W``, with ``debias="aipw"`` and cross-fitting members, effects are ``lam * (h1 -
-        h0) + (1 - lam) * g(x)``: ``g`` regresses the doubly robust pseudo-outcomes on X (a
-        DR-learner on each member's training units), ``lam`` in [0, 1] minimises the out-of-fold
-        R-loss (``blend_weight_``; docs/parameters.md, item 9). False: the heads' effects
-        (``individual_effect`` and ``predict_outcomes`` are always the heads').
+        Without ``W``, with ``debias="aipw"`` and cross-fitting members, effects are ``a * (h1 -
+        h0) + b * g(x) + c``: ``g`` regresses the doubly robust pseudo-outcomes on X (a
+        DR-learner on each member's training units), the weights ``a, b >= 0`` minimise the
+        out-of-fold R-loss (``blend_weights_``; stacking, which also shrinks toward a constant
+        effect), ``c`` makes the mean over the fitted units the doubly robust ATE
+        (docs/parameters.md, item 9). False: the heads' effects (``individual_effect`` and
+        ``predict_outcomes`` are always the heads').
     n_ensemble : int, default 5
         Number of networks trained (stacked, in one pass) from different seeds; effects are
         averaged over them. Five members of a small network are the default: measured more
@@ -208,8 +210,9 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
         ``r_loss``, ``dr_loss``; mean over members, lower is better) and ``selected``; else None.
     model_final_ : list of fitted regressors or None
         The final-stage models, one per treated arm (only when W was given).
-    blend_weight_ : float or None
-        The heads' weight ``lam`` of ``final_blend`` (None where no blend was fitted).
+    blend_weights_ : ndarray (2,) or None
+        The weights ``(a, b)`` of the heads' effects and of the regression in ``final_blend``
+        (None where no blend was fitted).
     seeds_, loss_, propensity_model_ : list of int, str, str or None
         Seed of each ensemble member; the loss used ("mse" or "logloss"); the propensity model
         used ("logistic" or "boosting" by default, else a class name; None with debias=None).
@@ -261,7 +264,7 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
     propensity_model_ = _fitted("debiased.propensity_model", "propensity_model_ (model used)")
     loss_ = _fitted("preprocessing.loss", "loss_ (the loss used)")
     model_final_ = _fitted("final.models", "model_final_ (the final-stage models)")
-    blend_weight_ = _fitted("blend.lam", "blend_weight_ (the heads' weight of final_blend)")
+    blend_weights_ = _fitted("blend.weights", "blend_weights_ (the weights of final_blend)")
     n_features_in_ = _fitted("columns.n_features", "n_features_in_ (columns of X and W)")
 
     transformer = property(lambda self: self.fitted_.encoding.transformer if "fitted_" in

@@ -41,7 +41,7 @@ from .debiased import AverageEffect, average_effect, plugin_effect
 from .nuisance import aipw_scores, nuisance_threads, seeded, sklearn_seed
 
 __all__ = ["TreatmentEncoding", "Columns", "Preprocessing", "FittedMembers", "FinalStage",
-           "BlendStage", "blend_weight", "held_out_mean",
+           "BlendStage", "blend_weights", "held_out_mean",
            "DebiasedStage", "FittedCFR", "encode_treatment", "standardize", "history_frame",
            "plain", "member_outputs", "effects_of", "EncodedX", "MAX_ARMS"]
 
@@ -469,21 +469,28 @@ def held_out_mean(values: np.ndarray, train: np.ndarray) -> np.ndarray:
 
 @dataclass
 class BlendStage:
-    r"""The effect reported without ``W``: the heads' effects blended with a regression of the
+    r"""The effect reported without ``W``: the heads' effects stacked with a regression of the
     doubly robust pseudo-outcomes on ``X``,
 
-    .. math:: \hat\tau(x) = \lambda\,\bar h(x) + (1 - \lambda)\,\frac1K \sum_j g_j(x) + c,
+    .. math:: \hat\tau(x) = a\,\bar h(x) + b\,\frac1K \sum_j g_j(x) + c,
 
     where :math:`\bar h = \bar h_1 - \bar h_0` is the members' mean effect, :math:`g_j` (one
     regressor per treated arm) is fitted to the pseudo-outcomes :math:`\psi_{ia} - \psi_{i0}`
     (:func:`~dowhy_cfr.nuisance.aipw_scores` of the ``stage``: out-of-fold heads, cross-fitted
     propensities; Kennedy's DR-learner) on the units member ``j`` trained on, and :math:`c` makes
-    the mean over the fitted units the doubly robust average effect. The weight
-    :math:`\lambda \in [0, 1]` minimises the R-loss of Nie & Wager (2021) of the blend's
-    out-of-fold effects (:func:`blend_weight`): the data choose how far the heads' smooth effects
-    move toward the trees' thresholds and steps (``docs/parameters.md``, item 9). Member ``j``'s
-    own blend :math:`\lambda h_j + (1-\lambda) g_j` enters the members' jackknife of the
-    pointwise intervals.
+    the mean over the fitted units the doubly robust average effect. The weights
+    :math:`(a, b)` are :math:`(\lambda, 1 - \lambda)` by the R-loss of Nie & Wager (2021) of
+    the out-of-fold effects, or (0, 0) where a constant effect has the lower R-loss
+    (:func:`blend_weights`): the data choose how far the heads' smooth effects move toward the
+    trees' thresholds and steps, and whether the variation in either predicts anything
+    (``docs/parameters.md``, item 9).
+
+    For the members' jackknife of the pointwise intervals, member ``j``'s effect is its own
+    stack :math:`a h_j + b g_j`, moved to the level :math:`\hat\theta_{(-j)}` (the mean of the
+    pseudo-outcomes over the units it trained on, i.e. with fold j deleted, around the AIPW
+    average effect): the spread of the members' effects at x then holds the uncertainty of the
+    reported level (the AIPW average's) and of the variation around it, also where the weights
+    report a constant effect.
 
     ``train`` (K, n) bool: the units member ``j`` (and regressor ``j``) trained on; ``model``
     the unfitted regressor; ``seeds`` the members' seeds (each regressor's ``random_state``
@@ -512,7 +519,7 @@ class BlendStage:
         return scores[:, 1:] - scores[:, :1]
 
     def fit(self) -> "BlendStage":
-        """Fit the K regressions and choose the weight (once); returns self."""
+        """Fit the K regressions and choose the weights (once); returns self."""
         if self._fit:
             return self
         pseudo, x, st = self.pseudo, self.x, self.stage
@@ -522,15 +529,21 @@ class BlendStage:
                 for rows, seed in zip(self.train, self.seeds)]
             regs = self.regressions(x)
         reg_oof = held_out_mean(regs, self.train)
-        lam = blend_weight(st.y, st.arms, st.mu, st.e, effects_of(st.mu.T), reg_oof)
-        blended = lam * effects_of(st.mu_plugin.T) + (1 - lam) * regs.mean(0)
-        self._fit.update(lam=lam, shift=st.theta - blended.mean(0))
+        weights = blend_weights(st.y, st.arms, st.mu, st.e, effects_of(st.mu.T), reg_oof)
+        blended = self._stack(weights, effects_of(st.mu_plugin.T), regs.mean(0))
+        deleted = np.stack([pseudo[rows].mean(0) for rows in self.train]) - pseudo.mean(0)
+        self._fit.update(weights=weights, shift=st.theta - blended.mean(0),
+                         member_levels=st.theta + deleted, member_regs=regs.mean(1))
         return self
 
+    @staticmethod
+    def _stack(weights, heads, regs):
+        return weights[0] * heads + weights[1] * regs
+
     @property
-    def lam(self) -> float:
-        """The heads' weight."""
-        return self.fit()._fit["lam"]
+    def weights(self) -> np.ndarray:
+        """The heads' and the regressions' weights ``(a, b)``."""
+        return self.fit()._fit["weights"]
 
     @property
     def shift(self) -> np.ndarray:
@@ -549,26 +562,39 @@ class BlendStage:
     def predict(self, x: np.ndarray, heads: np.ndarray) -> np.ndarray:
         """The reported effects (m, n_arms - 1) at the X block ``x`` given the members' mean
         effect ``heads`` there."""
-        return self.lam * heads + (1 - self.lam) * self.regressions(x).mean(0) + self.shift
+        return self._stack(self.weights, heads, self.regressions(x).mean(0)) + self.shift
 
-    def member_predictions(self, x: np.ndarray, member_heads: np.ndarray) -> np.ndarray:
-        """Each member's blend (K, m, n_arms - 1), unshifted, from its heads' effects
-        ``member_heads`` (K, m, n_arms - 1): their spread is the members' jackknife."""
-        return self.lam * member_heads + (1 - self.lam) * self.regressions(x)
+    def member_predictions(self, x: np.ndarray, member_heads: np.ndarray,
+                           fitted_heads: np.ndarray) -> np.ndarray:
+        r"""Each member's effects (K, m, n_arms - 1) at the X block ``x``, from its heads'
+        effects there, ``member_heads`` (K, m, n_arms - 1), and their mean over the fitted
+        units, ``fitted_heads`` (K, n_arms - 1): its stack, moved to its level
+        :math:`\hat\theta_{(-j)}`. Their spread is the members' jackknife."""
+        fit = self.fit()._fit
+        own = self._stack(self.weights, member_heads, self.regressions(x))
+        level = fit["member_levels"] - self._stack(self.weights, fitted_heads, fit["member_regs"])
+        return own + level[:, None, :]
 
 
-def blend_weight(y, arms, mu, e, heads_oof, reg_oof) -> float:
-    r"""The :math:`\lambda \in [0, 1]` of :class:`BlendStage`: the minimiser of the R-loss
-    (Nie & Wager 2021, Eq. 4; one treatment indicator per treated arm)
+def blend_weights(y, arms, mu, e, heads_oof, reg_oof) -> np.ndarray:
+    r"""The weights :math:`(a, b)` of :class:`BlendStage`, chosen by the R-loss of Nie & Wager
+    (2021, Eq. 4; one treatment indicator per treated arm) of out-of-fold effects,
 
-    .. math:: \sum_i \Big(y_i - m(x_i) - \sum_{a \ge 1} (1[t_i = a] - e_a(x_i))
-              \big(\lambda A_{ia} + (1 - \lambda) B_{ia}\big)\Big)^2
+    .. math:: L(\tau) = \min_c \sum_i \Big(y_i - m(x_i) - \sum_{a \ge 1}
+              (1[t_i = a] - e_a(x_i)) \big(\tau_a(x_i) + c_a\big)\Big)^2,
 
     with :math:`m = \sum_a e_a \mu_a` from the out-of-fold outcome predictions ``mu`` (n, n_arms)
     and the cross-fitted propensities ``e`` (rows renormalised to sum to one), :math:`A` the
     heads' out-of-fold effects ``heads_oof`` and :math:`B` the regressions' ``reg_oof`` (both
-    (n, n_arms - 1)). A quadratic in :math:`\lambda`: its minimiser, clipped to [0, 1]; 1 when
-    the two agree everywhere. Rows with a NaN are left out."""
+    (n, n_arms - 1)); the constant :math:`c_a` is free (the level is set by the doubly robust
+    average). First the mix :math:`\lambda A + (1 - \lambda) B`: :math:`\lambda` minimises
+    :math:`L` (a quadratic, clipped to [0, 1]; 1 when the two agree everywhere). Then the
+    model choice: if the mix's out-of-fold variation does not lower :math:`L` below a constant
+    effect's (:math:`\tau = 0`), the weights are (0, 0) -- the effect is reported as constant --
+    else :math:`(\lambda, 1 - \lambda)`. A discrete choice rather than a fitted shrinkage
+    factor: each out-of-fold prediction comes from one member's regression, noisier than the
+    average reported, so a factor fitted to them would shrink real heterogeneity too. Rows with a
+    NaN are left out; (1, 0) when no row is left."""
     e = np.asarray(e, dtype=float)
     e = e / e.sum(1, keepdims=True)
     onehot = np.asarray(arms)[:, None] == np.arange(e.shape[1])
@@ -577,10 +603,21 @@ def blend_weight(y, arms, mu, e, heads_oof, reg_oof) -> float:
     g = (u * (heads_oof - reg_oof)).sum(1)
     c = (u * reg_oof).sum(1)
     ok = np.isfinite(g) & np.isfinite(c) & np.isfinite(r)
-    denom = float(np.sum(g[ok] ** 2))
-    if denom <= 0:
-        return 1.0
-    return float(np.clip(np.sum(g[ok] * (r[ok] - c[ok])) / denom, 0.0, 1.0))
+    if not ok.any():
+        return np.array([1.0, 0.0])
+    u, r, g, c = u[ok], r[ok], g[ok], c[ok]
+    denom = float(np.sum(g ** 2))
+    lam = 1.0 if denom <= 0 else float(np.clip(np.sum(g * (r - c)) / denom, 0.0, 1.0))
+    blend = lam * g + c  # sum_a u_a (lam A_a + (1 - lam) B_a)
+    if _r_loss(r, u) <= _r_loss(r - blend, u):
+        return np.array([0.0, 0.0])
+    return np.array([lam, 1.0 - lam])
+
+
+def _r_loss(residual: np.ndarray, u: np.ndarray) -> float:
+    """``min_c sum_i (residual_i - u_i . c)^2``: the R-loss left after the best constant."""
+    coef = np.linalg.lstsq(u, residual, rcond=None)[0]
+    return float(np.sum((residual - u @ coef) ** 2))
 
 
 # ----------------------------------------------------------------------------- debiased stage
@@ -697,7 +734,7 @@ class FittedCFR:
     def member_potential_outcomes(self, X) -> np.ndarray | None:
         """Each member's potential outcomes at the X block, (K, n_arms, m), for the members'
         jackknife. Without W at fit the heads' plus the debiasing shift, or, with the blend
-        stage, each member's blend (:meth:`BlendStage.member_predictions`); with W,
+        stage, each member's stack at its level (:meth:`BlendStage.member_predictions`); with W,
         ``model_final`` refitted to each member's unit-level effects; these two relative to the
         control arm (whose entry is 0), unshifted. None with W where the fit kept no members'
         effects (one member, or a model saved before they were kept)."""
@@ -711,7 +748,10 @@ class FittedCFR:
             if self.blend is None:
                 shift = 0.0 if self.debiased is None else self.debiased.arm_shift[None, :, None]
                 return out + shift
-            effects = self.blend.member_predictions(x, np.stack([effects_of(o) for o in out]))
+            fitted = self.outputs(self.preprocessing.x(self.blend.x))  # (K, n_arms, n)
+            effects = self.blend.member_predictions(
+                x, np.stack([effects_of(o) for o in out]),
+                np.stack([effects_of(o).mean(0) for o in fitted]))
         zeros = np.zeros((effects.shape[0], 1, effects.shape[1]))
         return np.concatenate([zeros, np.moveaxis(effects, 2, 1)], axis=1)
 

@@ -507,7 +507,7 @@ def final_stage(settings: FitSettings, data: FitData, outputs: np.ndarray, stage
 
 #: The regression of :func:`blend_stage` (``model_final=None``): shallow boosting that stops when
 #: a fifth of its units stop improving (measured: ``docs/parameters.md``, item 9).
-BLEND_MODEL = HistGradientBoostingRegressor(max_depth=3, learning_rate=0.05, max_iter=300,
+BLEND_MODEL = HistGradientBoostingRegressor(max_depth=2, learning_rate=0.05, max_iter=300,
                                             min_samples_leaf=40, early_stopping=True,
                                             validation_fraction=0.2, n_iter_no_change=20)
 

@@ -22,22 +22,35 @@ def fitted():
 
 
 def _member_effects(est, X):
-    """Each member's effect at X (K, m): its heads' effect, blended with its own regression of
-    the pseudo-outcomes as ``final_blend`` blends the mean (lam * h_j + (1 - lam) * g_j)."""
+    """Each member's effect at X (K, m): its heads' effect stacked with its own regression of
+    the pseudo-outcomes as ``final_blend`` stacks the mean (a * h_j + b * g_j), moved so that
+    its mean over the fitted units is the mean pseudo-outcome over the units it trained on."""
     fitted = est.fitted_
     out = fitted.outputs(fitted.features(X))  # (K, n_arms, m)
     heads = out[:, 1] - out[:, 0]
     blend = fitted.blend
     if blend is None:
         return heads
-    regs = blend.regressions(np.asarray(X, dtype=float))[:, :, 0]  # (K, m)
-    return blend.lam * heads + (1 - blend.lam) * regs
+    a, b = blend.weights
+    x_fit = fitted.debiased.x
+    out_fit = fitted.outputs(fitted.features(x_fit))
+    stack = a * heads + b * blend.regressions(np.asarray(X, dtype=float))[:, :, 0]
+    stack_fit = (a * (out_fit[:, 1] - out_fit[:, 0])
+                 + b * blend.regressions(x_fit)[:, :, 0]).mean(1)  # (K,)
+    pseudo = blend.pseudo[:, 0]
+    level = np.array([fitted.debiased.theta[0] + pseudo[rows].mean() - pseudo.mean()
+                      for rows in blend.train])
+    return stack + (level - stack_fit)[:, None]
 
 
 def _shift(est):
-    """The constant the reported effect adds to the members' mean."""
+    """The constant the reported effect adds to the members' mean: the debiasing shift, or with
+    the blend the members' mean level deviation (around 0; exactly 0 for equal folds)."""
     fitted = est.fitted_
-    return (fitted.debiased.shift if fitted.blend is None else fitted.blend.shift)[0]
+    if fitted.blend is None:
+        return fitted.debiased.shift[0]
+    pseudo = fitted.blend.pseudo[:, 0]
+    return -np.mean([pseudo[rows].mean() - pseudo.mean() for rows in fitted.blend.train])
 
 
 def test_jackknife_stderr_formula():
@@ -54,7 +67,7 @@ def test_effect_inference_is_the_members_jackknife(fitted):
     np.testing.assert_allclose(inf.stderr, jackknife_stderr(effects), rtol=1e-10)
     np.testing.assert_allclose(inf.point_estimate, est.effect(x), rtol=1e-12)
     # the members' mean plus the debiasing shift is the point estimate
-    assert est.blend_weight_ is not None  # the default blends
+    assert est.blend_weights_ is not None  # the default blends
     np.testing.assert_allclose(effects.mean(0) + _shift(est), est.effect(x),
                                rtol=1e-6, atol=1e-9)
     lo, hi = est.effect_interval(x, alpha=0.1)
