@@ -469,7 +469,7 @@ def held_out_mean(values: np.ndarray, train: np.ndarray) -> np.ndarray:
 
 @dataclass
 class BlendStage:
-    r"""The effect reported without ``W``: the heads' effects stacked with a regression of the
+    r"""The effect reported without ``W``: the heads' effects blended with a regression of the
     doubly robust pseudo-outcomes on ``X``,
 
     .. math:: \hat\tau(x) = a\,\bar h(x) + b\,\frac1K \sum_j g_j(x) + c,
@@ -486,11 +486,10 @@ class BlendStage:
     (``docs/parameters.md``, item 9).
 
     For the members' jackknife of the pointwise intervals, member ``j``'s effect is its own
-    stack :math:`a h_j + b g_j`, moved to the level :math:`\hat\theta_{(-j)}` (the mean of the
-    pseudo-outcomes over the units it trained on, i.e. with fold j deleted, around the AIPW
-    average effect): the spread of the members' effects at x then holds the uncertainty of the
-    reported level (the AIPW average's) and of the variation around it, also where the weights
-    report a constant effect.
+    blend :math:`a h_j + b g_j` (unshifted: only the spread counts). Where the constant effect
+    is chosen, member ``j``'s effect is :math:`\hat\theta_{(-j)}`, the mean of the
+    pseudo-outcomes over the units it trained on (the average effect with fold j deleted): the
+    interval at every x is then the jackknife interval of the average effect, not of width zero.
 
     ``train`` (K, n) bool: the units member ``j`` (and regressor ``j``) trained on; ``model``
     the unfitted regressor; ``seeds`` the members' seeds (each regressor's ``random_state``
@@ -531,9 +530,8 @@ class BlendStage:
         reg_oof = held_out_mean(regs, self.train)
         weights = blend_weights(st.y, st.arms, st.mu, st.e, effects_of(st.mu.T), reg_oof)
         blended = self._stack(weights, effects_of(st.mu_plugin.T), regs.mean(0))
-        deleted = np.stack([pseudo[rows].mean(0) for rows in self.train]) - pseudo.mean(0)
         self._fit.update(weights=weights, shift=st.theta - blended.mean(0),
-                         member_levels=st.theta + deleted, member_regs=regs.mean(1))
+                         deleted=np.stack([pseudo[rows].mean(0) for rows in self.train]))
         return self
 
     @staticmethod
@@ -564,16 +562,20 @@ class BlendStage:
         effect ``heads`` there."""
         return self._stack(self.weights, heads, self.regressions(x).mean(0)) + self.shift
 
-    def member_predictions(self, x: np.ndarray, member_heads: np.ndarray,
-                           fitted_heads: np.ndarray) -> np.ndarray:
-        r"""Each member's effects (K, m, n_arms - 1) at the X block ``x``, from its heads'
-        effects there, ``member_heads`` (K, m, n_arms - 1), and their mean over the fitted
-        units, ``fitted_heads`` (K, n_arms - 1): its stack, moved to its level
-        :math:`\hat\theta_{(-j)}`. Their spread is the members' jackknife."""
-        fit = self.fit()._fit
-        own = self._stack(self.weights, member_heads, self.regressions(x))
-        level = fit["member_levels"] - self._stack(self.weights, fitted_heads, fit["member_regs"])
-        return own + level[:, None, :]
+    @property
+    def constant(self) -> bool:
+        """Whether a constant effect was chosen (weights (0, 0))."""
+        return not np.any(self.weights)
+
+    def member_predictions(self, x: np.ndarray, member_heads: np.ndarray) -> np.ndarray:
+        r"""Each member's effects (K, m, n_arms - 1) at the X block ``x`` from its heads'
+        effects there, ``member_heads`` (K, m, n_arms - 1): its blend, unshifted, or where the
+        constant is chosen its :math:`\hat\theta_{(-j)}` at every row. Their spread is the
+        members' jackknife."""
+        if self.constant:
+            deleted = self.fit()._fit["deleted"]
+            return np.repeat(deleted[:, None, :], len(x), axis=1)
+        return self._stack(self.weights, member_heads, self.regressions(x))
 
 
 def blend_weights(y, arms, mu, e, heads_oof, reg_oof) -> np.ndarray:
@@ -734,7 +736,7 @@ class FittedCFR:
     def member_potential_outcomes(self, X) -> np.ndarray | None:
         """Each member's potential outcomes at the X block, (K, n_arms, m), for the members'
         jackknife. Without W at fit the heads' plus the debiasing shift, or, with the blend
-        stage, each member's stack at its level (:meth:`BlendStage.member_predictions`); with W,
+        stage, each member's blend (:meth:`BlendStage.member_predictions`); with W,
         ``model_final`` refitted to each member's unit-level effects; these two relative to the
         control arm (whose entry is 0), unshifted. None with W where the fit kept no members'
         effects (one member, or a model saved before they were kept)."""
@@ -748,10 +750,7 @@ class FittedCFR:
             if self.blend is None:
                 shift = 0.0 if self.debiased is None else self.debiased.arm_shift[None, :, None]
                 return out + shift
-            fitted = self.outputs(self.preprocessing.x(self.blend.x))  # (K, n_arms, n)
-            effects = self.blend.member_predictions(
-                x, np.stack([effects_of(o) for o in out]),
-                np.stack([effects_of(o).mean(0) for o in fitted]))
+            effects = self.blend.member_predictions(x, np.stack([effects_of(o) for o in out]))
         zeros = np.zeros((effects.shape[0], 1, effects.shape[1]))
         return np.concatenate([zeros, np.moveaxis(effects, 2, 1)], axis=1)
 

@@ -106,6 +106,8 @@ def test_a_constant_effect_is_chosen_where_the_data_say_so_and_its_intervals_cov
     Xt, _, _ = _constant_effect_data(2000, 100)
     np.testing.assert_array_equal(est.blend_weights_, [0.0, 0.0])
     np.testing.assert_allclose(est.effect(Xt), est.ate(), atol=1e-10)
+    members = est.fitted_.member_potential_outcomes(Xt[:3])[:, 1]  # the fold-deleted averages
+    assert np.ptp(members, axis=1).max() < 1e-12 and np.ptp(members[:, 0]) > 0
     pehe = np.sqrt(np.mean((est.effect(Xt) - 1.0) ** 2))
     assert pehe < 0.5 * np.sqrt(np.mean((est.individual_effect(Xt) - 1.0) ** 2))
     lo, hi = est.effect_interval(Xt)
@@ -125,10 +127,9 @@ def test_pointwise_intervals_come_from_the_members_blends(step_fits):
     fitted = blended.fitted_
     members = fitted.member_potential_outcomes(X[:50])  # (K, 2, m), control entry 0
     assert members.shape == (5, 2, 50) and np.all(members[:, 0] == 0)
-    # the members' stacks average to the reported effect up to their levels' mean deviation
+    # the members' blends average to the reported effect up to the blend's constant shift
     centred = members[:, 1].mean(0) - blended.effect(X[:50])
-    np.testing.assert_allclose(centred, centred[0], atol=1e-9)
-    assert abs(centred[0]) < 0.05 * blended.ate_interval()[1] - 0.05 * blended.ate_interval()[0]
+    np.testing.assert_allclose(centred, -blended.fitted_.blend.shift[0], atol=1e-9)
     lo, hi = blended.effect_interval(X[:50])
     point = blended.effect(X[:50])
     assert np.all(lo < point) and np.all(point < hi)

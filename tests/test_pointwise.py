@@ -22,9 +22,9 @@ def fitted():
 
 
 def _member_effects(est, X):
-    """Each member's effect at X (K, m): its heads' effect stacked with its own regression of
-    the pseudo-outcomes as ``final_blend`` stacks the mean (a * h_j + b * g_j), moved so that
-    its mean over the fitted units is the mean pseudo-outcome over the units it trained on."""
+    """Each member's effect at X (K, m): its heads' effect, blended with its own regression of
+    the pseudo-outcomes as ``final_blend`` blends the mean (a * h_j + b * g_j); where a constant
+    effect was chosen, the mean pseudo-outcome over the units member j trained on."""
     fitted = est.fitted_
     out = fitted.outputs(fitted.features(X))  # (K, n_arms, m)
     heads = out[:, 1] - out[:, 0]
@@ -32,25 +32,20 @@ def _member_effects(est, X):
     if blend is None:
         return heads
     a, b = blend.weights
-    x_fit = fitted.debiased.x
-    out_fit = fitted.outputs(fitted.features(x_fit))
-    stack = a * heads + b * blend.regressions(np.asarray(X, dtype=float))[:, :, 0]
-    stack_fit = (a * (out_fit[:, 1] - out_fit[:, 0])
-                 + b * blend.regressions(x_fit)[:, :, 0]).mean(1)  # (K,)
-    pseudo = blend.pseudo[:, 0]
-    level = np.array([fitted.debiased.theta[0] + pseudo[rows].mean() - pseudo.mean()
-                      for rows in blend.train])
-    return stack + (level - stack_fit)[:, None]
+    if a == b == 0:
+        pseudo = blend.pseudo[:, 0]
+        return np.repeat([[pseudo[rows].mean()] for rows in blend.train], len(X), axis=1)
+    return a * heads + b * blend.regressions(np.asarray(X, dtype=float))[:, :, 0]
 
 
 def _shift(est):
-    """The constant the reported effect adds to the members' mean: the debiasing shift, or with
-    the blend the members' mean level deviation (around 0; exactly 0 for equal folds)."""
+    """The constant the reported effect adds to the members' mean (with a constant effect, the
+    members' mean is the average of the fold-deleted averages, not the AIPW ATE itself)."""
     fitted = est.fitted_
     if fitted.blend is None:
         return fitted.debiased.shift[0]
-    pseudo = fitted.blend.pseudo[:, 0]
-    return -np.mean([pseudo[rows].mean() - pseudo.mean() for rows in fitted.blend.train])
+    return fitted.blend.shift[0] if not fitted.blend.constant else (
+        est.ate() - _member_effects(est, np.zeros((1, fitted.columns.n_x)))[:, 0].mean())
 
 
 def test_jackknife_stderr_formula():
