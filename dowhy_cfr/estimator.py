@@ -153,13 +153,10 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
         ``x_i`` (None: HistGradientBoostingRegressor); without: ``final_blend``'s ``g`` (None:
         :data:`dowhy_cfr.fitting.BLEND_MODEL`).
     final_blend : bool, default True
-        Without ``W``, with ``debias="aipw"`` and cross-fitting members, effects are ``a * (h1 -
-        h0) + b * g(x) + c``: ``g`` regresses the doubly robust pseudo-outcomes on X (a
-        DR-learner on each member's training units), the weights ``a, b >= 0`` minimise the
-        out-of-fold R-loss (``blend_weights_``; stacking, which also shrinks toward a constant
-        effect), ``c`` makes the mean over the fitted units the doubly robust ATE
-        (docs/parameters.md, item 9). False: the heads' effects (``individual_effect`` and
-        ``predict_outcomes`` are always the heads').
+        Without ``W``, with ``debias="aipw"`` and cross-fitting members: effects ``lam * (h1 -
+        h0) + (1 - lam) * g(x)`` (``g``: a DR-learner on each member's training units) or a
+        constant, whichever has the lower out-of-fold R-loss, shifted to the AIPW ATE
+        (``blend_weights_``; docs/parameters.md, item 9). False: the heads' effects.
     n_ensemble : int, default 5
         Number of networks trained (stacked, in one pass) from different seeds; effects are
         averaged over them. Five members of a small network are the default: measured more
@@ -211,8 +208,8 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
     model_final_ : list of fitted regressors or None
         The final-stage models, one per treated arm (only when W was given).
     blend_weights_ : ndarray (2,) or None
-        The weights ``(a, b)`` of the heads' effects and of the regression in ``final_blend``
-        (None where no blend was fitted).
+        ``final_blend``'s weights of the heads and of ``g``: (lam, 1 - lam), or (0, 0) for a
+        constant effect (None where no blend was fitted).
     seeds_, loss_, propensity_model_ : list of int, str, str or None
         Seed of each ensemble member; the loss used ("mse" or "logloss"); the propensity model
         used ("logistic" or "boosting" by default, else a class name; None with debias=None).

@@ -185,3 +185,17 @@ def test_final_blend_must_be_a_bool():
     X, T, Y, _ = _step_data(200, 6)
     with pytest.raises(TypeError, match="final_blend must be True or False"):
         CFR(final_blend="yes", n_iter=10, verbose=0).fit(Y, T, X=X)
+
+
+def test_the_regressions_fitted_on_threads_equal_the_serial_ones(monkeypatch):
+    """Wide tables fit the K regressions on one thread per core (BLEND_THREADS_CELLS); the
+    result must not depend on it."""
+    import dowhy_cfr.fitted as fitted_module
+    X, T, Y, _ = _step_data(600, 7)
+    est = CFR(n_iter=100, random_state=0, verbose=0).fit(Y, T, X=X)
+    blend, effects = est.fitted_.blend, {}
+    for cells in (0, 10**12):
+        monkeypatch.setattr(fitted_module, "BLEND_THREADS_CELLS", cells)
+        blend._fit.clear()
+        effects[cells] = est.effect(X[:50])
+    np.testing.assert_array_equal(effects[0], effects[10**12])
