@@ -396,9 +396,9 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
         """Effect of treatment vs control at ``X``: shape (m, d_t) (or (m, d_y, d_t) for 2-D Y).
 
         Without W at fit, ``h1(Phi(x)) - h0(Phi(x))`` (ensemble mean), blended with the doubly
-        robust regression (``final_blend``). With W at fit, ``model_final_`` applied to X. With
-        X=None at fit, the average effect over the fitted units (shape (1, ...)). With ``debias="aipw"`` plus the constant that makes the mean over
-        the fitted units the AIPW ATE (``average_effect``).
+        robust regression (``final_blend``); with W at fit, ``model_final_`` at X; with X=None at
+        fit, the mean over the fitted units (shape (1, ...)). With ``debias="aipw"``, plus the
+        constant that makes the mean over the fitted units the AIPW ATE (``average_effect``).
         """
         fitted = self._check_fitted()
         if fitted.columns.n_x == 0 or (X is None and fitted.debiased is None):

@@ -555,8 +555,7 @@ class BlendStage:
         reg_oof = held_out_mean(regs, self.train)
         weights = blend_weights(st.y, st.arms, st.mu, st.e, effects_of(st.mu.T), reg_oof)
         blended = self._stack(weights, effects_of(st.mu_plugin.T), regs.mean(0))
-        self._fit.update(weights=weights, shift=st.theta - blended.mean(0),
-                         deleted=np.stack([pseudo[rows].mean(0) for rows in self.train]))
+        self._fit.update(weights=weights, shift=st.theta - blended.mean(0))
         return self
 
     @staticmethod
@@ -598,7 +597,8 @@ class BlendStage:
         constant is chosen its :math:`\hat\theta_{(-j)}` at every row. Their spread is the
         members' jackknife."""
         if self.constant:
-            deleted = self.fit()._fit["deleted"]
+            pseudo = self.pseudo
+            deleted = np.stack([pseudo[rows].mean(0) for rows in self.train])  # (K, n_arms - 1)
             return np.repeat(deleted[:, None, :], len(x), axis=1)
         return self._stack(self.weights, member_heads, self.regressions(x))
 
