@@ -533,3 +533,45 @@ def test_training_flushes_denormals_and_restores_the_default():
                   float(torch.tensor([1e-39], dtype=torch.float32)[0])))
     assert seen and all(v == 0.0 for v in seen)
     assert float(torch.tensor([1e-39], dtype=torch.float32)[0]) > 0
+
+
+@pytest.mark.parametrize("beside", [True, False])
+def test_evaluations_beside_the_training_change_nothing(monkeypatch, beside):
+    """Validation evaluations run in a second thread where a core is free (one torch thread on
+    the CPU); the evaluation of step s is concluded at step s + eval_every either way, so the
+    checkpoints, stops and history are the same bit for bit as inline."""
+    import threading
+
+    from dowhy_cfr.core import training
+
+    x, t, y, tr, va = core_data()
+    cfg = CFRConfig(**{**CORE_SMALL, "n_iter": 600, "eval_every": 10, "patience": 2,
+                       "learning_rate": 0.01})
+    threads = set()
+    evaluate = training.StackedRun.validation_eq3
+
+    def spy(self, net):
+        threads.add(threading.get_ident())
+        return evaluate(self, net)
+
+    monkeypatch.setattr(training.StackedRun, "validation_eq3", spy)
+    monkeypatch.setattr(training.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        runs = {}
+        for on in (beside, not beside):
+            monkeypatch.setattr(training, "EVALUATE_BESIDE", on)
+            threads.clear()
+            runs[on] = train_cfr(x, t, y, train_idx=tr.expand(4, -1), val_idx=va.expand(4, -1),
+                                 config=cfg, seeds=[1, 2, 3, 4])
+            assert (threading.get_ident() in threads) != on  # beside: never the caller's thread
+    finally:
+        torch.set_num_threads(before)
+    a, b = runs[True], runs[False]
+    assert len(set(a.best_step.tolist())) > 1  # members stopped at different evaluations
+    np.testing.assert_array_equal(a.best_step, b.best_step)
+    assert a.n_steps == b.n_steps
+    for key in ("step", "val_objective", "train_loss", "learning_rate"):
+        np.testing.assert_array_equal(a.history[key], b.history[key])
+    assert torch.equal(predict(a.net, x), predict(b.net, x))
