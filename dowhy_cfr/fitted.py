@@ -24,7 +24,6 @@ holds them. Nothing here imports the estimator.
 from __future__ import annotations
 
 import dataclasses
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +37,7 @@ from sklearn.base import clone
 from . import _validation as V
 from .core import CFRConfig, CFRNet, TrainResult, predict
 from .tabular import FeatureScaler, TableEncoder
-from .core.training import derive_seeds
+from .core.training import available_cores, derive_seeds
 from .debiased import AverageEffect, average_effect, plugin_effect
 from .nuisance import ONE_THREAD_UNITS, aipw_scores, nuisance_threads, seeded, sklearn_seed
 
@@ -471,7 +470,7 @@ def _map_threads(fn, jobs: list, parallel: bool) -> list:
     """``[fn(*job) for job in jobs]``, on one thread per core where ``parallel`` (small data:
     scikit-learn's boosting releases the GIL, and each job runs on one OpenMP thread, as under
     :func:`nuisance_threads`, which a new thread does not inherit)."""
-    workers = min(len(jobs), os.cpu_count() or 1) if parallel else 1
+    workers = min(len(jobs), available_cores()) if parallel else 1
     if workers <= 1:
         return [fn(*job) for job in jobs]
 

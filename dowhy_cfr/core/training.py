@@ -38,6 +38,7 @@ __all__ = [
     "TrainResult",
     "TrainingDivergedError",
     "algorithm1",
+    "available_cores",
     "arm_imbalance",
     "derive_seeds",
     "factual",
@@ -567,17 +568,21 @@ class _Inline:
         return future
 
 
+def available_cores() -> int:
+    """The CPU cores this process may run on (its affinity where the OS reports one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 @contextlib.contextmanager
 def _evaluator(device: torch.device, model_wrapper):
     """Where the validation evaluations run: a second thread on the CPU when torch uses fewer
     threads than the process has cores (the default fit trains on one), else inline. The
     thread flushes denormals as the training does (the setting is per thread)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
     if not (EVALUATE_BESIDE and device.type == "cpu" and model_wrapper is None
-            and torch.get_num_threads() < cores):
+            and torch.get_num_threads() < available_cores()):
         yield _Inline()
         return
     with ThreadPoolExecutor(max_workers=1, initializer=torch.set_flush_denormal,
