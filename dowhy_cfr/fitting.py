@@ -323,10 +323,18 @@ def train_members(settings: FitSettings, plans: list, *, datasets: list | None =
         torch.as_tensor(arms, dtype=torch.long), torch.as_tensor(pre.y(y), dtype=torch.float32),
         train_idx=torch.as_tensor(train_rows), val_idx=torch.as_tensor(val_rows), config=config,
         seeds=[p.seed for p in plans], n_arms=encoding.n_arms, per_model_data=True,
-        device=settings.device, progress=progress, **_per_member(plans, config))
+        device=settings.device, progress=progress, count_shares=_data_shares(per, encoding),
+        **_per_member(plans, config))
     members = FittedMembers.from_result(result, [p.seed for p in plans], train_rows, val_rows)
     return _survivors(Trained(members, pre, config, np.asarray(result.failed, dtype=bool)),
                       on_failure)
+
+
+def _data_shares(per: list, encoding: TreatmentEncoding) -> np.ndarray:
+    """Each member's batch arm shares: its data set's (K, n_arms), not its training units' --
+    the members of one data set then share one batch shape (:func:`core.train_cfr`'s
+    ``count_shares``)."""
+    return np.stack([np.bincount(d.arms, minlength=encoding.n_arms) / len(d.arms) for d in per])
 
 
 def _per_member(plans, config: CFRConfig) -> dict:

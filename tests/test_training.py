@@ -65,6 +65,25 @@ def test_arm_counts_follow_the_shares_and_keep_every_arm():
         arm_counts(arms[2:], 2, 3)
 
 
+def test_count_shares_give_the_folds_of_one_data_set_one_batch_shape():
+    """Training shares 0.305 and 0.314 round to 30 and 31 treated of 100 (two groups); rounded
+    from the data set's share (0.3095) both batches hold 31, and each still draws its own
+    units."""
+    fold = lambda treated: [0] * (1000 - treated) + [1] * treated
+    arms = torch.tensor([fold(305), fold(314)])
+    assert arm_counts(arms, 100, 2).tolist() == [[70, 30], [69, 31]]
+    shares = np.array([[0.6905, 0.3095]] * 2)
+    assert arm_counts(arms, 100, 2, shares).tolist() == [[69, 31]] * 2
+    t = torch.cat([arms[0], arms[1]])
+    idx = torch.stack([torch.arange(1000), torch.arange(1000, 2000)])
+    x = torch.arange(2000.0).unsqueeze(1)
+    batches = InMemoryBatches(x, t, torch.zeros(2000), idx, 100, [0, 1], 2,
+                              count_shares=shares)
+    xb, tb, _ = batches.next()
+    assert (tb == 1).sum(1).tolist() == [31, 31]
+    assert bool((xb[0] < 1000).all()) and bool((xb[1] >= 1000).all())
+
+
 def test_stratified_batches_keep_each_models_arm_counts_and_cover_each_arm():
     """Every batch of model k holds counts[k, a] units of arm a, arm 0's rows first; within an
     epoch of an arm every unit of that arm is drawn once."""

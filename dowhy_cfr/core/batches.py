@@ -48,10 +48,13 @@ class InMemoryBatches:
     n_arms : int
     per_model_data : bool
         Whether ``x, t, y`` have a leading model axis.
+    count_shares : array (K, n_arms), optional
+        The arm shares the counts are rounded from (default: each model's training shares;
+        :func:`arm_counts`).
     """
 
     def __init__(self, x, t, y, train_idx, batch_size: int, seeds: Sequence[int], n_arms: int,
-                 per_model_data: bool = False):
+                 per_model_data: bool = False, count_shares: np.ndarray | None = None):
         self.x, self.t, self.y, self.train_idx = x, t, y, train_idx
         k = train_idx.shape[0]
         self.model_rows = torch.arange(k, device=x.device).unsqueeze(1) if per_model_data else None
@@ -59,7 +62,7 @@ class InMemoryBatches:
         train_arms = self._take(t, train_idx).cpu()
         if not all(bool((train_arms == a).any(1).all()) for a in range(n_arms)):
             raise ValueError("every model's training rows must contain every treatment arm")
-        self.counts = arm_counts(train_arms, batch_size, n_arms)
+        self.counts = arm_counts(train_arms, batch_size, n_arms, count_shares)
         self.arm_rows = [[torch.nonzero(row == a).flatten() for a in range(n_arms)]
                          for row in train_arms]  # each model's positions of each arm
         self.gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
@@ -106,23 +109,35 @@ class InMemoryBatches:
         self.cursor = 0
 
 
-def arm_counts(arms: torch.Tensor, batch_size: int, n_arms: int) -> np.ndarray:
+def arm_counts(arms: torch.Tensor, batch_size: int, n_arms: int,
+               shares: np.ndarray | None = None) -> np.ndarray:
     """Units of each arm in a stratified batch, per model: ``batch_size`` times the arm's share
     of the model's units, rounded by largest remainder, at least 1 per arm. ``arms`` (K, n):
-    each model's arm indices; returns (K, n_arms) ints summing to ``batch_size`` per row."""
+    each model's arm indices; returns (K, n_arms) ints summing to ``batch_size`` per row.
+
+    ``shares`` (K, n_arms), optional: the shares to round instead of the models' own. The folds
+    of one data set, whose training shares differ by a unit here and there, then share one
+    count and one shape (:mod:`.groups`: one group instead of two or three, 16 % of a fit at
+    n = 1,500); the batch weights follow the counts either way
+    (:meth:`.training.StackedRun._batch_shares`)."""
     if batch_size < n_arms:
         raise ValueError(f"batch_size={batch_size} is too small: a batch needs at least one unit "
                          f"of each of the {n_arms} arms")
-    out = np.zeros((arms.shape[0], n_arms), dtype=np.int64)
-    for k, row in enumerate(arms.numpy()):
-        raw = batch_size * np.bincount(row, minlength=n_arms)[:n_arms] / len(row)
-        c = np.maximum(np.floor(raw).astype(np.int64), 1)
-        while c.sum() < batch_size:
-            c[np.argmax(raw - c)] += 1
-        while c.sum() > batch_size:
-            c[np.argmax(c)] -= 1
-        out[k] = c
-    return out
+    if shares is None:
+        totals = np.stack([np.bincount(row, minlength=n_arms)[:n_arms] for row in arms.numpy()])
+        shares = totals / arms.shape[1]
+    shares = np.asarray(shares, dtype=float).reshape(-1, n_arms)
+    return np.stack([_largest_remainder(batch_size * row, batch_size) for row in shares])
+
+
+def _largest_remainder(raw: np.ndarray, batch_size: int) -> np.ndarray:
+    """Integer counts, at least 1 each, summing to ``batch_size``, nearest to ``raw``."""
+    c = np.maximum(np.floor(raw).astype(np.int64), 1)
+    while c.sum() < batch_size:
+        c[np.argmax(raw - c)] += 1
+    while c.sum() > batch_size:
+        c[np.argmax(c)] -= 1
+    return c
 
 
 class StreamBatches:

@@ -118,7 +118,7 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
               arm_shares: torch.Tensor | None = None, model_wrapper: Callable | None = None,
               gather_ipm: Callable | None = None, alpha: Sequence[float] | None = None,
               weight_decay: Sequence[float] | None = None, per_model_data: bool = False,
-              device: torch.device | str = "cpu",
+              device: torch.device | str = "cpu", count_shares: np.ndarray | None = None,
               progress: bool | Callable | None = False) -> TrainResult:
     """Train ``K = len(seeds)`` CFR networks in one stacked pass.
 
@@ -147,6 +147,10 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
     model_wrapper : callable, optional
         Applied once to the network before training; the training forward pass goes through the
         result (e.g. ``DistributedDataParallel``, see :mod:`dowhy_cfr.distributed`). K must be 1.
+    count_shares : array (K, n_arms), optional
+        In memory, the arm shares each model's batch counts are rounded from (default: its
+        training shares). Give the members of one data set its shares and they share one batch
+        shape (:func:`.batches.arm_counts`).
     gather_ipm : callable, optional
         ``(phi, t) -> (phi, t)`` applied before the training IPM (e.g. a differentiable
         all-gather of the representations of every worker's batch).
@@ -161,15 +165,17 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
     if batch_source is None and len(seeds) > 1:  # equal arm counts next to each other
         _check_rows(train_idx, len(seeds), "train_idx")
         _check_rows(val_idx, len(seeds), "val_idx")
-        order = stack_order(t, train_idx, config.batch_size, n_arms, per_model_data)
+        order = stack_order(t, train_idx, config.batch_size, n_arms, per_model_data,
+                            count_shares)
     if order is not None:
-        x, t, y, train_idx, val_idx, seeds, alpha, weight_decay = _reordered(
-            order, per_model_data, x, t, y, train_idx, val_idx, seeds, alpha, weight_decay)
+        x, t, y, train_idx, val_idx, seeds, alpha, weight_decay, count_shares = _reordered(
+            order, per_model_data, x, t, y, train_idx, val_idx, seeds, alpha, weight_decay,
+            count_shares)
     run = StackedRun(x, t, y, train_idx=train_idx, val_idx=val_idx, config=config, seeds=seeds,
                      n_arms=n_arms, batch_source=batch_source, arm_shares=arm_shares,
                      model_wrapper=model_wrapper, gather_ipm=gather_ipm, alpha=alpha,
                      weight_decay=weight_decay, per_model_data=per_model_data, device=device,
-                     model_ids=order)
+                     model_ids=order, count_shares=count_shares)
     with _progress(progress, config, run) as report, _flush_denormals(), \
             _evaluator(run.x.device, model_wrapper) as evaluator:
         run.report, run.evaluator = report, evaluator
@@ -179,7 +185,8 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
     return result if order is None else _in_given_order(result, order)
 
 
-def _reordered(order, per_model_data, x, t, y, train_idx, val_idx, seeds, alpha, weight_decay):
+def _reordered(order, per_model_data, x, t, y, train_idx, val_idx, seeds, alpha, weight_decay,
+               count_shares):
     """The per-model inputs of :func:`train_cfr` in the stack order ``order``."""
     def rows(v):  # an expanded (shared) tensor is the same in every order
         return v if v.stride(0) == 0 else v.index_select(0, torch.as_tensor(order,
@@ -194,7 +201,8 @@ def _reordered(order, per_model_data, x, t, y, train_idx, val_idx, seeds, alpha,
     if per_model_data:
         x, t, y = rows(x), rows(t), rows(y)
     return (x, t, y, rows(train_idx), rows(val_idx), items(seeds), items(alpha),
-            items(weight_decay))
+            items(weight_decay),
+            None if count_shares is None else np.asarray(count_shares)[order])
 
 
 def _in_given_order(result: TrainResult, order: np.ndarray) -> TrainResult:
@@ -218,7 +226,7 @@ class StackedRun:
 
     def __init__(self, x, t, y, *, train_idx, val_idx, config, seeds, n_arms, batch_source,
                  arm_shares, model_wrapper, gather_ipm, alpha, weight_decay, per_model_data,
-                 device, model_ids=None):
+                 device, model_ids=None, count_shares=None):
         k, device = len(seeds), torch.device(device)
         # the caller's index of each model (reports, warnings): train_cfr may reorder the stack
         self.model_ids = np.arange(k) if model_ids is None else np.asarray(model_ids)
@@ -257,7 +265,7 @@ class StackedRun:
         if batch_source is None:
             self.batches = InMemoryBatches(
                 self.x, self.t, self.y, train_idx, min(config.batch_size, train_idx.shape[1]),
-                batch_seeds, n_arms, per_model_data)
+                batch_seeds, n_arms, per_model_data, count_shares)
         else:
             self.batches = StreamBatches(batch_source, k, x.dtype, device)
         self.batch_shares = self._batch_shares()
@@ -497,13 +505,14 @@ class StackedRun:
 
 
 def stack_order(t: torch.Tensor, train_idx: torch.Tensor, batch_size: int, n_arms: int,
-                per_model_data: bool) -> np.ndarray | None:
+                per_model_data: bool, count_shares: np.ndarray | None = None) -> np.ndarray | None:
     """The order of a stack's models that makes each group of equal batch arm counts a
     consecutive range (:class:`.groups.ArmGroups`: the heads then take views of the weights instead of
     copies), stable; None if the given order already does."""
     t, train_idx = t.cpu().long(), train_idx.cpu().long()
     arms = t if per_model_data else t.unsqueeze(0).expand(train_idx.shape[0], -1)
-    counts = arm_counts(arms.gather(1, train_idx), min(batch_size, train_idx.shape[1]), n_arms)
+    counts = arm_counts(arms.gather(1, train_idx), min(batch_size, train_idx.shape[1]), n_arms,
+                        count_shares)
     order = np.lexsort(counts.T[::-1])  # first column first, as np.unique(axis=0)
     return None if (order == np.arange(len(order))).all() else order
 
