@@ -126,7 +126,7 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
     batch_size : int
         Mini-batch size (both arms in every batch; clamped, with a warning, to a small split).
     n_iter, val_fraction, eval_every : int or "auto", float, int
-        Maximum number of steps (``"auto"``: 150 passes over the training split within 1,500 to
+        Maximum number of steps (``"auto"``: 50 passes over the training split within 1,500 to
         3,000 steps, ``docs/parameters.md``); share of units held out (stratified) for early
         stopping; steps between evaluations.
     patience : int or None

@@ -356,13 +356,13 @@ def test_a_large_training_split_waits_its_epochs():
     assert res.n_steps < 3000
 
 
-def test_auto_step_limit_is_150_epochs_within_1500_to_3000_steps():
+def test_auto_step_limit_is_50_epochs_within_1500_to_3000_steps():
     cfg = CFRConfig()  # n_iter="auto", batch_size 100
     assert cfg.with_steps(470).n_iter == 1500  # IHDP's training split: at least 1,500 steps
-    assert cfg.with_steps(1000).n_iter == 1500  # exactly 150 epochs
-    assert cfg.with_steps(1400).n_iter == 2100  # n = 2,000 with a 30% validation split
-    assert cfg.with_steps(1001).n_iter == 1502  # 150 epochs, rounded up
-    assert cfg.with_steps(2001).n_iter == 3000  # at most cfrnet's 3,000
+    assert cfg.with_steps(3000).n_iter == 1500  # exactly 50 epochs
+    assert cfg.with_steps(3001).n_iter == 1501  # 50 epochs, rounded up
+    assert cfg.with_steps(3200).n_iter == 1600  # n = 4,000 with five K-fold members
+    assert cfg.with_steps(6001).n_iter == 3000  # at most cfrnet's 3,000
     assert cfg.with_steps(None).n_iter == 3000  # a stream of unknown size
     assert CFRConfig(n_iter=70).with_steps(10**6).n_iter == 70  # a number stays
 
