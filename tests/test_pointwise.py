@@ -112,8 +112,9 @@ def test_coverage_of_tau_on_fresh_units():
     2,000 fresh units of seeds 100-102): coverage of tau(x) 0.971, 0.990, 0.994, mean width
     0.99-1.40, sqrt(PEHE) 0.13-0.20 (the test is seed 0: 0.971, width 0.99). The members of
     widths 32 (docs/parameters.md, item 10) spread more than those of 64 (0.942, 1.000, 0.980,
-    widths 0.81-1.35): the intervals over-cover here, and the width bound is near its edge. The members' raw spread with normal quantiles (no
-    jackknife factor K - 1, no t) covered 0.63-0.91."""
+    widths 0.81-1.35): the intervals over-cover here, and the width bound is near its edge.
+    The members' raw spread with normal quantiles (no jackknife factor K - 1, no t) covered
+    0.63-0.91."""
     X, T, Y, _ = make_confounded(n=1000, seed=0)
     Xn, _, _, tau = make_confounded(n=2000, seed=100)
     est = CFR(random_state=0).fit(Y, T, X=X)

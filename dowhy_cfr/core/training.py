@@ -505,7 +505,8 @@ class StackedRun:
 
 
 def stack_order(t: torch.Tensor, train_idx: torch.Tensor, batch_size: int, n_arms: int,
-                per_model_data: bool, count_shares: np.ndarray | None = None) -> np.ndarray | None:
+                per_model_data: bool,
+                count_shares: np.ndarray | None = None) -> np.ndarray | None:
     """The order of a stack's models that makes each group of equal batch arm counts a
     consecutive range (:class:`.groups.ArmGroups`: the heads then take views of the weights instead of
     copies), stable; None if the given order already does."""
