@@ -116,19 +116,23 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
         Also penalise the representation's weights.
     n_rep_layers, rep_dim, n_head_layers, head_dim : int
         Depth and width of the representation Phi and of each head (ELU; heads end linear);
-        default 2 layers of 64 each (the paper: 3 x 200 and 3 x 100; ``PAPER_IHDP``).
+        default 2 layers of 32 each (the paper: 3 x 200 and 3 x 100; ``PAPER_IHDP``).
     normalization : {"divide", "none"}
         "divide" projects each representation onto the unit sphere (reference code).
     weight_init : float
         Initial weights are N(0, (weight_init / sqrt(fan_in))^2); biases start at 0.
-    learning_rate, lr_decay, lr_decay_steps : float, float, int
+    learning_rate, lr_decay, lr_decay_steps : float or "auto", float, int
         Adam's learning rate, multiplied by ``lr_decay`` every ``lr_decay_steps`` (1.0: no decay).
-    batch_size : int
-        Mini-batch size (both arms in every batch; clamped, with a warning, to a small split).
+        ``"auto"``: 2e-3 at batches of up to 100 units, in proportion to a larger batch.
+    batch_size : int or "auto"
+        Mini-batch size (every arm in every batch; clamped, with a warning, to a small split).
+        ``"auto"``: 100 up to 1,600 training units, then 1/8 of them within 200-400 (a step costs
+        about the same at 100 and 400 units, so larger data take fewer, larger steps).
     n_iter, val_fraction, eval_every : int or "auto", float, int
-        Maximum number of steps (``"auto"``: 50 passes over the training split within 1,500 to
-        3,000 steps, ``docs/parameters.md``); share of units held out (stratified) for early
-        stopping; steps between evaluations.
+        Maximum number of steps (``"auto"``: 50 passes over the training split within 1,500
+        steps -- fewer in proportion to a batch above 100 -- and 3,000 steps,
+        ``docs/parameters.md``); share of units held out (stratified) for early stopping; steps
+        between evaluations.
     patience : int or None
         Stop after this many evaluations (and at least 7 epochs) without improvement of the
         validation objective; the best checkpoint is kept. None runs all ``n_iter`` steps.

@@ -317,6 +317,7 @@ def train_members(settings: FitSettings, plans: list, *, datasets: list | None =
     rows, train_rows, val_rows = _member_rows(plans, per, config)
     pre = Preprocessing.fit(loss, xw, y, rows, config.scaling)
     _clamp_batch_size(config, train_rows.shape[1])
+    config = config.resolve(train_rows.shape[1])
     x = pre.x_tensor(xw)
     result = train_cfr(
         x if x.ndim == 3 else x.unsqueeze(0).expand(k, -1, -1),
@@ -381,7 +382,7 @@ def _check_arm_sizes(arms: np.ndarray, encoding: TreatmentEncoding, val_fraction
 
 def _clamp_batch_size(config: CFRConfig, n_train: int) -> None:
     """Clamp ``config.batch_size`` (with a warning) to a training split smaller than it."""
-    if config.batch_size > n_train:
+    if config.batch_size != "auto" and config.batch_size > n_train:
         warnings.warn(f"batch_size={config.batch_size} is larger than the training split "
                       f"({n_train} units); using batch_size={n_train}", UserWarning, stacklevel=4)
         config.batch_size = n_train

@@ -183,7 +183,7 @@ def fit_chunks(est, chunks, validation, *, on_chunk: Callable | None = None):
                          f"have no training units")
     pre, seeds = preprocessing(settings, binary=binary, x_mean=xm.mean, x_std=xm.std,
                                y_mean=np.full(k, ym.mean[0]), y_std=np.full(k, ym.std[0]))
-    batch = settings.config(pre.loss).batch_size
+    batch = settings.config(pre.loss).resolve(None).batch_size
     stream = batch_stream(encoding, pre, chunks, batch, np.random.default_rng(seeds[0]), on_chunk)
     source = fitting.StreamSource(lambda: next(stream), np.tile(counts / counts.sum(), (k, 1)),
                                   (y_val, encoding.arms(t_val), x_val), pre, encoding)

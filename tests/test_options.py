@@ -36,7 +36,8 @@ def test_lr_decay_slows_the_training(data):
     plain = CFR(**{**params, "lr_decay": 1.0}).fit(Y, T, X=X)
     decayed = CFR(**{**params, "lr_decay": 0.3}).fit(Y, T, X=X)
     lr = decayed.history_.groupby("step")["learning_rate"].first()
-    base = CFR().learning_rate
+    base = decayed.config_.learning_rate  # "auto" resolved: 2e-3 at these batches
+    assert base == pytest.approx(2e-3)
     assert lr.iloc[-1] == pytest.approx(base * 0.3 ** 6)
     assert plain.history_["learning_rate"].eq(base).all()
     assert _moved(decayed, X) < 0.9 * _moved(plain, X)

@@ -325,7 +325,7 @@ def test_early_stopping_waits_at_least_seven_epochs():
     passes over the training split, whichever is longer; the step floor alone for a stream."""
     from dowhy_cfr.core.config import MIN_WAIT_EPOCHS
 
-    cfg = CFRConfig()  # patience 10, eval_every 10, batch_size 100
+    cfg = CFRConfig(batch_size=100)  # patience 10, eval_every 10
     assert MIN_WAIT_EPOCHS == 7
     assert cfg.min_wait(470) == 100  # IHDP's training split: 7 epochs are 33 steps
     assert cfg.min_wait(1400) == 100  # n = 2,000: 98 steps
@@ -357,14 +357,47 @@ def test_a_large_training_split_waits_its_epochs():
 
 
 def test_auto_step_limit_is_50_epochs_within_1500_to_3000_steps():
-    cfg = CFRConfig()  # n_iter="auto", batch_size 100
-    assert cfg.with_steps(470).n_iter == 1500  # IHDP's training split: at least 1,500 steps
-    assert cfg.with_steps(3000).n_iter == 1500  # exactly 50 epochs
-    assert cfg.with_steps(3001).n_iter == 1501  # 50 epochs, rounded up
-    assert cfg.with_steps(3200).n_iter == 1600  # n = 4,000 with five K-fold members
-    assert cfg.with_steps(6001).n_iter == 3000  # at most cfrnet's 3,000
-    assert cfg.with_steps(None).n_iter == 3000  # a stream of unknown size
-    assert CFRConfig(n_iter=70).with_steps(10**6).n_iter == 70  # a number stays
+    cfg = CFRConfig(batch_size=100)  # n_iter="auto"
+    assert cfg.resolve(470).n_iter == 1500  # IHDP's training split: at least 1,500 steps
+    assert cfg.resolve(3000).n_iter == 1500  # exactly 50 epochs
+    assert cfg.resolve(3001).n_iter == 1501  # 50 epochs, rounded up
+    assert cfg.resolve(3200).n_iter == 1600  # n = 4,000 with five K-fold members
+    assert cfg.resolve(6001).n_iter == 3000  # at most cfrnet's 3,000
+    assert cfg.resolve(None).n_iter == 3000  # a stream of unknown size
+    assert CFRConfig(n_iter=70).resolve(10**6).n_iter == 70  # a number stays
+    # a larger batch draws the same units in fewer steps: the floor falls in proportion
+    assert CFRConfig(batch_size=200).resolve(470).n_iter == 750
+    assert CFRConfig(batch_size=200).resolve(3200).n_iter == 800  # 50 passes of 16 batches
+    assert CFRConfig(batch_size=32).resolve(470).n_iter == 1500  # smaller batches keep it
+
+
+@pytest.mark.parametrize("n_train, batch, lr, n_iter", [
+    (470, 100, 2e-3, 1500),  # IHDP's training split: cfrnet's batch, 1,500 steps
+    (1600, 100, 2e-3, 1500),  # designs A-E at n = 2,000 (K-fold members): unchanged
+    (1601, 201, 4.02e-3, 747),  # above 1,600 units: 8 batches per pass, at least 200 units
+    (3200, 400, 8e-3, 400),  # the realistic suite at n = 4,000 (K-fold members)
+    (16000, 400, 8e-3, 2000),  # at most 400 units per step
+    (None, 100, 2e-3, 3000),  # a stream of unknown size
+    (60, 60, 2e-3, 1500),  # a training split smaller than a batch: one batch of it all
+])
+def test_auto_batch_learning_rate_and_steps_follow_the_training_split(n_train, batch, lr, n_iter):
+    cfg = CFRConfig().resolve(n_train)
+    assert (cfg.batch_size, cfg.n_iter) == (batch, n_iter)
+    assert cfg.learning_rate == pytest.approx(lr)
+    assert CFRConfig().min_wait(n_train) == (100 if n_train is None else
+                                             max(100, int(np.ceil(7 * n_train / batch))))
+
+
+def test_explicit_batch_and_learning_rate_are_kept():
+    cfg = CFRConfig(batch_size=64, learning_rate=1e-3).resolve(10**5)
+    assert (cfg.batch_size, cfg.learning_rate) == (64, 1e-3)
+    assert CFRConfig(batch_size=300).resolve(500).learning_rate == pytest.approx(6e-3)
+    with pytest.raises(ValueError, match="batch_size='big' is invalid: give a number of units"):
+        CFRConfig(batch_size="big").validate()
+    with pytest.raises(ValueError, match="learning_rate='fast' is invalid"):
+        CFRConfig(learning_rate="fast").validate()
+    with pytest.raises(TypeError, match="batch_size must be an integer"):
+        CFRConfig(batch_size=2.5).validate()
 
 
 def test_auto_step_limit_follows_the_training_split(monkeypatch):
@@ -391,7 +424,7 @@ def test_history_records_initial_state_and_objective():
     assert np.all(np.isfinite(h["train_loss"][1:]))
     obj = h["val_loss"] + cfg.alpha * h["val_imbalance"]
     assert np.all(h["val_objective"] >= obj - 1e-6)  # plus the weight penalty
-    assert h["learning_rate"][0] == pytest.approx(CFRConfig().learning_rate)
+    assert h["learning_rate"][0] == pytest.approx(cfg.resolve(len(tr)).learning_rate)
 
 
 def test_divergence_is_a_clear_error():

@@ -236,6 +236,7 @@ def _step_inputs(params, x, t, y_all, w):
     cfg = CFRConfig(**{f: est_params[f] for f in CFRConfig.__dataclass_fields__
                        if f in est_params and f != "loss"}).validate()  # squared loss
     y0 = y_all[w]
+    cfg = cfg.resolve(len(y0))  # the "auto"s at these units
     x_std = (x[w] - x[w].mean(0)) / np.where(x[w].std(0) > 0, x[w].std(0), 1.0)
     return cfg, x_std, t[w], (y0 - y0.mean()) / y0.std()
 

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PAPER_IHDP", "ALPHA_GRID", "AUTO_EPOCHS", "AUTO_MAX_STEPS", "AUTO_MIN_STEPS", "CFRConfig",
-           "IPM_NAMES", "LOSSES", "MIN_WAIT_EPOCHS", "NORMALIZATIONS", "SCALINGS", "auto_n_iter"]
+__all__ = ["PAPER_IHDP", "ALPHA_GRID", "AUTO_BATCH", "AUTO_BATCH_UP_TO", "AUTO_BATCHES_PER_EPOCH",
+           "AUTO_EPOCHS", "AUTO_LEARNING_RATE", "AUTO_MAX_BATCH", "AUTO_MAX_STEPS", "AUTO_MIN_STEPS",
+           "CFRConfig", "IPM_NAMES", "LOSSES", "MIN_WAIT_EPOCHS", "NORMALIZATIONS", "SCALINGS",
+           "auto_batch_size", "auto_learning_rate", "auto_n_iter"]
 
 IPM_NAMES = ("wass", "wass2", "mmd2_lin", "mmd2_rbf")
 LOSSES = ("mse", "logloss")
@@ -22,12 +24,30 @@ NORMALIZATIONS = ("divide", "none")
 SCALINGS = ("standard", "robust", "quantile")
 #: The candidates of ``alpha="auto"`` (standardised-outcome scale; measured, docs/parameters.md).
 ALPHA_GRID = (0.01, 0.05, 0.2)
-#: ``n_iter="auto"``: AUTO_EPOCHS passes over the training split, at least AUTO_MIN_STEPS and at
-#: most AUTO_MAX_STEPS (cfrnet's 3000 iterations) steps: 1,500 up to 3,000 training units (n ~
-#: 3,750 with the default K-fold members), 1,600 at n = 4,000, 3,000 from 6,000 training units on
-#: and for a stream (size unknown up front). 50 passes rather than 150: on the realistic suite at
-#: n = 4,000 a cap of 1,500 steps lost nothing against 3,000 and saved a quarter of the time
-#: (docs/parameters.md, item 10).
+#: ``batch_size="auto"``: cfrnet's AUTO_BATCH units per step up to AUTO_BATCH_UP_TO training
+#: units -- IHDP, designs A-E at n = 2,000 and the realistic suite at n = 1,500 keep it: there
+#: fits stop early after a few hundred steps, and batches of 150 (lr 3e-3) were no faster -- then
+#: 1/AUTO_BATCHES_PER_EPOCH of the training split, 200 to AUTO_MAX_BATCH units. A step costs
+#: about the same at 100 and at 400 units (its cost is mostly fixed), so on larger data a
+#: larger batch buys the same passes in fewer steps: on the realistic suite at n = 4,000 (3,200
+#: training units, batch 400) a third less time per fit and 3 % lower sqrt(PEHE) than batch 100
+#: (docs/parameters.md, item 11). A stream (size unknown up front) keeps AUTO_BATCH.
+AUTO_BATCH = 100
+AUTO_BATCH_UP_TO = 1600
+AUTO_BATCHES_PER_EPOCH = 8
+AUTO_MAX_BATCH = 400
+#: ``learning_rate="auto"``: AUTO_LEARNING_RATE (ours, measured: items 7, 10) at batches of up to
+#: AUTO_BATCH units, in proportion to the batch above it (the linear scaling rule; at n = 4,000,
+#: batch 200: 4e-3 gave sqrt(PEHE) 0.262, 2.8e-3 0.268, 2e-3 0.278; batch 400: 8e-3 0.261,
+#: 5.6e-3 0.264; item 11).
+AUTO_LEARNING_RATE = 2e-3
+#: ``n_iter="auto"``: AUTO_EPOCHS passes over the training split, at least AUTO_MIN_STEPS
+#: (at batches of up to AUTO_BATCH units; fewer in proportion to a larger batch, the same units
+#: drawn) and at most AUTO_MAX_STEPS (cfrnet's 3000 iterations) steps: 1,500 up to 3,000
+#: training units at batch 100, 400 at n = 4,000 (batch 400), 1,000 at n = 10,000, 2,000 from
+#: 16,000 training units; 3,000 for a stream (size unknown up front). 50 passes rather than 150: on the
+#: realistic suite at n = 4,000 a cap of 1,500 steps lost nothing against 3,000 and saved a
+#: quarter of the time (docs/parameters.md, item 10).
 AUTO_EPOCHS = 50
 AUTO_MIN_STEPS = 1500
 AUTO_MAX_STEPS = 3000
@@ -39,20 +59,42 @@ AUTO_MAX_STEPS = 3000
 MIN_WAIT_EPOCHS = 7
 
 
+def auto_batch_size(n_train: int | None) -> int:
+    """The batch of ``batch_size="auto"`` for a training split of ``n_train`` units (None: a
+    stream of unknown size): ``AUTO_BATCH`` up to ``AUTO_BATCH_UP_TO`` units (at most
+    ``n_train``), then ``ceil(n_train / AUTO_BATCHES_PER_EPOCH)`` within ``[2 * AUTO_BATCH,
+    AUTO_MAX_BATCH]``."""
+    if n_train is None:
+        return AUTO_BATCH
+    if n_train <= AUTO_BATCH_UP_TO:
+        return int(max(1, min(AUTO_BATCH, n_train)))
+    return int(min(AUTO_MAX_BATCH, max(2 * AUTO_BATCH, math.ceil(n_train / AUTO_BATCHES_PER_EPOCH))))
+
+
+def auto_learning_rate(batch_size: int) -> float:
+    """The learning rate of ``learning_rate="auto"`` at batches of ``batch_size`` units:
+    ``AUTO_LEARNING_RATE * max(1, batch_size / AUTO_BATCH)``."""
+    return AUTO_LEARNING_RATE * max(1.0, batch_size / AUTO_BATCH)
+
+
 def auto_n_iter(n_train: int | None, batch_size: int) -> int:
     """The step limit of ``n_iter="auto"`` for a training split of ``n_train`` units (None: a
-    stream of unknown size): ``ceil(AUTO_EPOCHS * n_train / batch_size)`` clipped to
-    ``[AUTO_MIN_STEPS, AUTO_MAX_STEPS]``."""
+    stream of unknown size) in batches of ``batch_size``: ``ceil(AUTO_EPOCHS * n_train /
+    batch_size)`` clipped to ``[AUTO_MIN_STEPS * min(1, AUTO_BATCH / batch_size),
+    AUTO_MAX_STEPS]``."""
     if n_train is None:
         return AUTO_MAX_STEPS
     epochs = math.ceil(AUTO_EPOCHS * n_train / batch_size)
-    return int(min(AUTO_MAX_STEPS, max(AUTO_MIN_STEPS, epochs)))
+    floor = math.ceil(AUTO_MIN_STEPS * min(1.0, AUTO_BATCH / batch_size))
+    return int(min(AUTO_MAX_STEPS, max(floor, epochs)))
 
 
-_FLOATS = ("alpha", "weight_decay", "learning_rate", "lr_decay", "weight_init", "rbf_sigma",
-           "wass_lambda", "val_fraction", "relative_patience")
-_POSITIVE_INTS = ("n_rep_layers", "rep_dim", "head_dim", "lr_decay_steps", "batch_size",
-                  "eval_every", "wass_iterations", "max_eval_units", "n_ensemble")
+_FLOATS = ("alpha", "weight_decay", "lr_decay", "weight_init", "rbf_sigma", "wass_lambda",
+           "val_fraction", "relative_patience")
+_POSITIVE_INTS = ("n_rep_layers", "rep_dim", "head_dim", "lr_decay_steps", "eval_every",
+                  "wass_iterations", "max_eval_units", "n_ensemble")
+#: Hyper-parameters that take "auto" (resolved for the training split by CFRConfig.resolve).
+_AUTOS = ("learning_rate", "batch_size", "n_iter")
 
 
 @dataclass
@@ -78,10 +120,14 @@ class CFRConfig:
     head_dim: int = 32  # ours (cfrnet dim_out = 100)
     normalization: str = "divide"  # cfrnet normalization: Phi / ||Phi||
     weight_init: float = 0.1  # cfrnet weight_init: N(0, (0.1/sqrt(fan_in))^2)
-    learning_rate: float = 2e-3  # Adam (cfrnet lrate 1e-3; ours, measured: items 7, 10)
+    # Adam's step size: a number, or "auto" (ours, measured): 2e-3 up to batches of 100, in
+    # proportion to a larger batch, see auto_learning_rate (cfrnet lrate 1e-3)
+    learning_rate: float | str = "auto"
     lr_decay: float = 0.97  # cfrnet lrate_decay, staircase ...
     lr_decay_steps: int = 100  # ... every 100 steps
-    batch_size: int = 100  # cfrnet batch_size
+    # units per step: a number, or "auto" (ours, measured): cfrnet's 100 up to 1,600 training
+    # units, then 1/8 of them within 200-400, see auto_batch_size
+    batch_size: int | str = "auto"
     # the step limit: an int, or "auto" (ours, measured): 50 epochs within [1500, 3000] steps,
     # see auto_n_iter; cfrnet ran 3000 iterations (early stopping ends most fits before either)
     n_iter: int | str = "auto"
@@ -107,21 +153,24 @@ class CFRConfig:
             _check_number(name, getattr(self, name))
         for name in _POSITIVE_INTS + ("n_head_layers",):
             _check_int(name, getattr(self, name))
-        if self.n_iter != "auto":
-            if isinstance(self.n_iter, str):
-                raise ValueError(f"n_iter={self.n_iter!r} is invalid: give a positive number of "
-                                 f"steps or 'auto'")
-            _check_int("n_iter", self.n_iter)
-            _require("n_iter", self.n_iter, self.n_iter >= 1, "must be at least 1 (or 'auto')")
+        _check_auto("learning_rate", self.learning_rate, _check_number, "a positive step size")
+        _check_auto("batch_size", self.batch_size, _check_int, "a number of units per step")
+        _check_auto("n_iter", self.n_iter, _check_int, "a positive number of steps")
         for name in _POSITIVE_INTS:
             _require(name, getattr(self, name), getattr(self, name) >= 1, "must be at least 1")
-        _require("batch_size", self.batch_size, self.batch_size >= 2,
-                 "a batch needs at least one unit of each arm")
+        if self.n_iter != "auto":
+            _require("n_iter", self.n_iter, self.n_iter >= 1, "must be at least 1 (or 'auto')")
+        if self.batch_size != "auto":
+            _require("batch_size", self.batch_size, self.batch_size >= 2,
+                     "a batch needs at least one unit of each arm")
+        if self.learning_rate != "auto":
+            _require("learning_rate", self.learning_rate, self.learning_rate > 0,
+                     "must be > 0 (or 'auto')")
         _require("n_head_layers", self.n_head_layers, self.n_head_layers >= 0, "must be >= 0")
         _require("alpha", self.alpha, self.alpha >= 0,
                  "the imbalance weight must be >= 0 (0 gives TARNet)")
         _require("weight_decay", self.weight_decay, self.weight_decay >= 0, "must be >= 0")
-        for name in ("learning_rate", "rbf_sigma", "wass_lambda", "weight_init"):
+        for name in ("rbf_sigma", "wass_lambda", "weight_init"):
             _require(name, getattr(self, name), getattr(self, name) > 0, "must be > 0")
         _require("lr_decay", self.lr_decay, 0 < self.lr_decay <= 1,
                  "must be in (0, 1]; 1 switches decay off")
@@ -154,14 +203,19 @@ class CFRConfig:
         steps = self.patience * self.eval_every
         if n_train is None:
             return steps
-        return max(steps, math.ceil(MIN_WAIT_EPOCHS * n_train / self.batch_size))
+        batch = self.resolve(n_train).batch_size
+        return max(steps, math.ceil(MIN_WAIT_EPOCHS * n_train / batch))
 
-    def with_steps(self, n_train: int | None) -> "CFRConfig":
-        """This configuration with ``n_iter`` a number of steps: ``"auto"`` resolved for a
-        training split of ``n_train`` units (None: a stream), see :func:`auto_n_iter`."""
-        if self.n_iter != "auto":
-            return self
-        return dataclasses.replace(self, n_iter=auto_n_iter(n_train, self.batch_size))
+    def resolve(self, n_train: int | None) -> "CFRConfig":
+        """This configuration with every ``"auto"`` resolved for a training split of ``n_train``
+        units (None: a stream): ``batch_size`` (:func:`auto_batch_size`), then ``learning_rate``
+        at that batch (:func:`auto_learning_rate`) and ``n_iter`` (:func:`auto_n_iter`)."""
+        batch = auto_batch_size(n_train) if self.batch_size == "auto" else self.batch_size
+        step_batch = batch if n_train is None else min(batch, n_train)
+        lr = (auto_learning_rate(step_batch) if self.learning_rate == "auto"
+              else self.learning_rate)
+        n_iter = auto_n_iter(n_train, step_batch) if self.n_iter == "auto" else self.n_iter
+        return dataclasses.replace(self, batch_size=batch, learning_rate=lr, n_iter=n_iter)
 
     def ipm_kwargs(self) -> dict:
         """The keyword arguments of :func:`dowhy_cfr.core.ipm.imbalance`."""
@@ -182,7 +236,17 @@ class CFRConfig:
 #: ``configs/example_ihdp.txt``; alpha 0.05 on the standardised scale, one network, the package's
 #: defaults before issue #30): ``CFR(**PAPER_IHDP)``.
 PAPER_IHDP = dict(alpha=0.05, n_rep_layers=3, rep_dim=200, n_head_layers=3, head_dim=100,
-                  learning_rate=1e-3, relative_patience=1.0, n_ensemble=1, cross_fit=False)
+                  learning_rate=1e-3, batch_size=100, relative_patience=1.0, n_ensemble=1,
+                  cross_fit=False)
+
+
+def _check_auto(name, value, check, what: str) -> None:
+    """``value`` is "auto" or passes ``check``; another string is a ValueError naming both."""
+    if isinstance(value, str):
+        if value != "auto":
+            raise ValueError(f"{name}={value!r} is invalid: give {what} or 'auto'")
+        return
+    check(name, value)
 
 
 def _require(name, value, ok: bool, why: str) -> None:

@@ -160,7 +160,7 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
     been in the stack (up to float rounding). Only if every model fails is
     ``TrainingDivergedError`` raised.
     """
-    config = config.validate().with_steps(None if train_idx is None else train_idx.shape[-1])
+    config = config.validate().resolve(None if train_idx is None else train_idx.shape[-1])
     order = None
     if batch_source is None and len(seeds) > 1:  # equal arm counts next to each other
         _check_rows(train_idx, len(seeds), "train_idx")
@@ -228,6 +228,8 @@ class StackedRun:
                  arm_shares, model_wrapper, gather_ipm, alpha, weight_decay, per_model_data,
                  device, model_ids=None, count_shares=None):
         k, device = len(seeds), torch.device(device)
+        # the "auto"s resolved for the training split (train_cfr has done it already)
+        config = config.resolve(None if batch_source is not None else train_idx.shape[-1])
         # the caller's index of each model (reports, warnings): train_cfr may reorder the stack
         self.model_ids = np.arange(k) if model_ids is None else np.asarray(model_ids)
         self.config, self.n_arms, self.k, self.gather_ipm = config, n_arms, k, gather_ipm
