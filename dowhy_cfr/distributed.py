@@ -126,7 +126,8 @@ def fit_distributed(est, Y, T, X, *, validation, ipm_batch: str = "global"):
                                y_std=[float(np.sqrt(y_var))])
     device = settings.device
     rank = dist.get_rank()
-    stream = batch_stream(encoding, pre, [(y, t, x)], settings.config(pre.loss).resolve(None).batch_size,
+    batch = settings.config(pre.loss).resolve(None).batch_size
+    stream = batch_stream(encoding, pre, [(y, t, x)], batch,
                           np.random.default_rng([seeds[0], rank]))
     y_val = V.as_1d("Y_val", validation[0]).astype("float64")
     x_val = V.as_2d_float("X_val", validation[2])
