@@ -126,7 +126,7 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
         ``"auto"``: 2e-3 at batches of up to 100 units, in proportion to a larger batch.
     batch_size : int or "auto"
         Mini-batch size (every arm in every batch; clamped, with a warning, to a small split).
-        ``"auto"``: 100 up to 1,600 training units, then 1/8 of them within 200-400 (a step costs
+        ``"auto"``: 100 up to 2,000 training units, then 1/8 of them within 200-400 (a step costs
         about the same at 100 and 400 units, so larger data take fewer, larger steps).
     n_iter, val_fraction, eval_every : int or "auto", float, int
         Maximum number of steps (``"auto"``: 50 passes over the training split within 1,500

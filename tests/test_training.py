@@ -374,7 +374,8 @@ def test_auto_step_limit_is_50_epochs_within_1500_to_3000_steps():
 @pytest.mark.parametrize("n_train, batch, lr, n_iter", [
     (470, 100, 2e-3, 1500),  # IHDP's training split: cfrnet's batch, 1,500 steps
     (1600, 100, 2e-3, 1500),  # designs A-E at n = 2,000 (K-fold members): unchanged
-    (1601, 201, 4.02e-3, 747),  # above 1,600 units: 8 batches per pass, at least 200 units
+    (2000, 100, 2e-3, 1500),  # up to 2,000 training units (n = 2,500 with K-fold members)
+    (2001, 251, 5.02e-3, 598),  # then 8 batches per pass, at least 200 units
     (3200, 400, 8e-3, 400),  # the realistic suite at n = 4,000 (K-fold members)
     (16000, 400, 8e-3, 2000),  # at most 400 units per step
     (None, 100, 2e-3, 3000),  # a stream of unknown size

@@ -26,15 +26,16 @@ SCALINGS = ("standard", "robust", "quantile")
 #: The candidates of ``alpha="auto"`` (standardised-outcome scale; measured, docs/parameters.md).
 ALPHA_GRID = (0.01, 0.05, 0.2)
 #: ``batch_size="auto"``: cfrnet's AUTO_BATCH units per step up to AUTO_BATCH_UP_TO training
-#: units -- IHDP, designs A-E at n = 2,000 and the realistic suite at n = 1,500 keep it: there
-#: fits stop early after a few hundred steps, and batches of 150 (lr 3e-3) were no faster -- then
-#: 1/AUTO_BATCHES_PER_EPOCH of the training split, 200 to AUTO_MAX_BATCH units. A step costs
-#: about the same at 100 and at 400 units (its cost is mostly fixed), so on larger data a
-#: larger batch buys the same passes in fewer steps: on the realistic suite at n = 4,000 (3,200
-#: training units, batch 400) a third less time per fit and 3 % lower sqrt(PEHE) than batch 100
-#: (docs/parameters.md, item 11). A stream (size unknown up front) keeps AUTO_BATCH.
+#: units (n = 2,500 with the default five K-fold members) -- IHDP, designs A-E at n = 2,000 and
+#: the realistic suite at n = 1,500 keep it: there fits stop early after a few hundred steps,
+#: and batches of 150 (lr 3e-3) were no faster at n = 1,500 -- then 1/AUTO_BATCHES_PER_EPOCH of
+#: the training split, 2 * AUTO_BATCH to AUTO_MAX_BATCH units. A step costs about the same at
+#: 100 and at 400 units (its cost is mostly fixed), so on larger data a larger batch buys the
+#: same passes in fewer steps: on the realistic suite at n = 4,000 (3,200 training units, batch
+#: 400) a third less time per fit and 3 % lower sqrt(PEHE) than batch 100 (docs/parameters.md,
+#: item 11). A stream (size unknown up front) keeps AUTO_BATCH.
 AUTO_BATCH = 100
-AUTO_BATCH_UP_TO = 1600
+AUTO_BATCH_UP_TO = 2000
 AUTO_BATCHES_PER_EPOCH = 8
 AUTO_MAX_BATCH = 400
 #: ``learning_rate="auto"``: AUTO_LEARNING_RATE (ours, measured: items 7, 10) at batches of up to
@@ -44,7 +45,7 @@ AUTO_MAX_BATCH = 400
 AUTO_LEARNING_RATE = 2e-3
 #: ``n_iter="auto"``: AUTO_EPOCHS passes over the training split, at least AUTO_MIN_STEPS
 #: (at batches of up to AUTO_BATCH units; fewer in proportion to a larger batch, the same units
-#: drawn) and at most AUTO_MAX_STEPS (cfrnet's 3000 iterations) steps: 1,500 up to 1,600
+#: drawn) and at most AUTO_MAX_STEPS (cfrnet's 3000 iterations) steps: 1,500 up to 2,000
 #: training units (batch 100), 400 at n = 4,000 (batch 400), 1,000 at n = 10,000, 2,000 from
 #: 16,000 training units; 3,000 for a stream (size unknown up front). 50 passes rather than
 #: 150: on the realistic suite at n = 4,000 a cap of 1,500 steps lost nothing against 3,000 and
@@ -127,7 +128,7 @@ class CFRConfig:
     learning_rate: float | str = "auto"
     lr_decay: float = 0.97  # cfrnet lrate_decay, staircase ...
     lr_decay_steps: int = 100  # ... every 100 steps
-    # units per step: a number, or "auto" (ours, measured): cfrnet's 100 up to 1,600 training
+    # units per step: a number, or "auto" (ours, measured): cfrnet's 100 up to 2,000 training
     # units, then 1/8 of them within 200-400, see auto_batch_size
     batch_size: int | str = "auto"
     # the step limit: an int, or "auto" (ours, measured): 50 epochs within [1500, 3000] steps,
