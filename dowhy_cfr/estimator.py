@@ -100,9 +100,8 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
     alpha : float, "auto" or list of float, default 0.2
         Weight of the imbalance penalty (alpha of Eq. 3); ``alpha=0`` is TARNet. The factual loss
         is computed on the standardised outcome, so ``alpha`` does not depend on the units of Y.
-        The paper's alpha = 0.3 was set on raw IHDP outcomes, whose variance is about 4 for a
-        typical realization; on the standardised scale that corresponds to roughly 0.075. The
-        default was chosen by measurement on IHDP, the simulated and the realistic designs
+        The paper's alpha = 0.3 on raw IHDP outcomes (variance about 4) is roughly 0.075 here.
+        The default was chosen by measurement on IHDP, the simulated and the realistic designs
         together (``docs/parameters.md``). ``"auto"`` (or a list) selects
         from :data:`dowhy_cfr.core.ALPHA_GRID` (the list) in one stack by the validation R-loss
         (``alpha_``, ``alpha_scores_``, ``docs/parameters.md``). Binary treatments only.
@@ -122,32 +121,29 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
     weight_init : float
         Initial weights are N(0, (weight_init / sqrt(fan_in))^2); biases start at 0.
     learning_rate, lr_decay, lr_decay_steps : float or "auto", float, int
-        Adam's learning rate, multiplied by ``lr_decay`` every ``lr_decay_steps`` (1.0: no decay).
-        ``"auto"``: 2e-3 at batches of up to 100 units, in proportion to a larger batch.
+        Adam's learning rate ("auto": 2e-3 per 100 units of batch, at least 2e-3), multiplied
+        by ``lr_decay`` every ``lr_decay_steps`` (1.0: no decay).
     batch_size : int or "auto"
-        Mini-batch size (every arm in every batch; clamped, with a warning, to a small split).
-        ``"auto"``: 100 up to 2,000 training units, then 1/8 of them within 200-400 (a step costs
-        about the same at 100 and 400 units, so larger data take fewer, larger steps).
+        Units per step, every arm in each (clamped, with a warning, to a small split); "auto":
+        100 up to 2,000 training units, then 1/8 of them within 200-400.
     n_iter, val_fraction, eval_every : int or "auto", float, int
-        Maximum number of steps (``"auto"``: 50 passes over the training split within 1,500
-        steps -- fewer in proportion to a batch above 100 -- and 3,000 steps,
-        ``docs/parameters.md``); share of units held out (stratified) for early stopping; steps
-        between evaluations.
+        Maximum number of steps ("auto": 50 passes within 1,500 steps, fewer in proportion to a
+        batch above 100, and 3,000; ``docs/parameters.md``); share of units held out
+        (stratified) for early stopping; steps between evaluations.
     patience : int or None
         Stop after this many evaluations (and at least 7 epochs) without improvement of the
         validation objective; the best checkpoint is kept. None runs all ``n_iter`` steps.
     relative_patience : float
-        The wait also grows with the training so far: a model stops after ``max(patience *
-        eval_every, 7 epochs, relative_patience * best_step)`` steps without improvement.
+        The wait grows with the training so far: a model stops after ``max(patience * eval_every,
+        7 epochs, relative_patience * best_step)`` steps without improvement.
     reweight_sample : bool
         Weight units by ``w_i = t_i/(2u) + (1-t_i)/(2(1-u))`` (Algorithm 1, line 2).
     rbf_sigma, wass_lambda, wass_iterations, wass_backprop : float, float, int, bool
         Bandwidth of ``mmd2_rbf`` (kernel ``exp(-||a-b||^2 / sigma^2)``); Sinkhorn's entropic
         scale (relative to the mean cost), iterations, and backpropagation through the plan.
     scaling : {"standard", "robust", "quantile"}
-        How the (encoded) covariates are scaled before the network
-        (:class:`dowhy_cfr.tabular.FeatureScaler`): mean and standard deviation, RealMLP's robust
-        scaling with smooth clipping, or quantiles to normal margins.
+        How the encoded covariates are scaled (:class:`dowhy_cfr.tabular.FeatureScaler`): mean
+        and standard deviation, RealMLP's robust scaling with smooth clipping, or quantiles.
     loss : {"auto", "mse", "logloss"}, default "auto"
         Squared loss, or log-loss with a sigmoid output for 0/1 outcomes; "auto" uses log-loss
         when every outcome is 0 or 1. For binary outcomes effects are differences of
