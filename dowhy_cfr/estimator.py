@@ -121,7 +121,7 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
     weight_init : float
         Initial weights are N(0, (weight_init / sqrt(fan_in))^2); biases start at 0.
     learning_rate, lr_decay, lr_decay_steps : float or "auto", float, int
-        Adam's learning rate ("auto": 2e-3 per 100 units of batch, at least 2e-3), multiplied
+        Adam's learning rate ("auto": 2e-3 per 100 units of batch, within 2e-3-8e-3), multiplied
         by ``lr_decay`` every ``lr_decay_steps`` (1.0: no decay).
     batch_size : int or "auto"
         Units per step, every arm in each (clamped, with a warning, to a small split); "auto":

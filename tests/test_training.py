@@ -393,6 +393,8 @@ def test_explicit_batch_and_learning_rate_are_kept():
     cfg = CFRConfig(batch_size=64, learning_rate=1e-3).resolve(10**5)
     assert (cfg.batch_size, cfg.learning_rate) == (64, 1e-3)
     assert CFRConfig(batch_size=300).resolve(500).learning_rate == pytest.approx(6e-3)
+    # a large batch set by hand keeps the largest rate measured (batch 400: 8e-3)
+    assert CFRConfig(batch_size=4096).resolve(10**5).learning_rate == pytest.approx(8e-3)
     with pytest.raises(ValueError, match="batch_size='big' is invalid: give a number of units"):
         CFRConfig(batch_size="big").validate()
     with pytest.raises(ValueError, match="learning_rate='fast' is invalid"):

@@ -39,7 +39,8 @@ AUTO_BATCH_UP_TO = 2000
 AUTO_BATCHES_PER_EPOCH = 8
 AUTO_MAX_BATCH = 400
 #: ``learning_rate="auto"``: AUTO_LEARNING_RATE (ours, measured: items 7, 10) at batches of up to
-#: AUTO_BATCH units, in proportion to the batch above it (the linear scaling rule; at n = 4,000,
+#: AUTO_BATCH units, in proportion to the batch above it up to AUTO_MAX_BATCH units (the linear
+#: scaling rule, capped at the largest rate measured; at n = 4,000,
 #: batch 200: 4e-3 gave sqrt(PEHE) 0.262, 2.8e-3 0.268, 2e-3 0.278; batch 400: 8e-3 0.261,
 #: 5.6e-3 0.264; item 11).
 AUTO_LEARNING_RATE = 2e-3
@@ -76,8 +77,11 @@ def auto_batch_size(n_train: int | None) -> int:
 
 def auto_learning_rate(batch_size: int) -> float:
     """The learning rate of ``learning_rate="auto"`` at batches of ``batch_size`` units:
-    ``AUTO_LEARNING_RATE * max(1, batch_size / AUTO_BATCH)``."""
-    return AUTO_LEARNING_RATE * max(1.0, batch_size / AUTO_BATCH)
+    ``AUTO_LEARNING_RATE * batch_size / AUTO_BATCH`` within ``[1, AUTO_MAX_BATCH / AUTO_BATCH]``
+    times ``AUTO_LEARNING_RATE`` (2e-3 to 8e-3: a larger batch set by hand, e.g. thousands of
+    units on a GPU, does not take a rate beyond the largest measured)."""
+    scale = min(max(1.0, batch_size / AUTO_BATCH), AUTO_MAX_BATCH / AUTO_BATCH)
+    return AUTO_LEARNING_RATE * scale
 
 
 def auto_n_iter(n_train: int | None, batch_size: int) -> int:
