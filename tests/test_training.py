@@ -195,7 +195,7 @@ def test_stacked_gradients_equal_single_ones_at_the_default_sizes():
     x, y = torch.randn(k, n, d, generator=g), torch.randn(k, n, generator=g)
     t = torch.zeros(k, n, dtype=torch.long)
     t[0, :24], t[1, 10:52], t[2, 60:84] = 1, 1, 1  # treated shares 0.2, 0.35, 0.2
-    cfg = CFRConfig(alpha=1.0, batch_size=100)
+    cfg = CFRConfig(alpha=1.0, batch_size=100).resolve(n)  # StackedRun takes numbers
     rows = torch.arange(n).expand(k, -1)
 
     def grads(models):
@@ -560,7 +560,7 @@ def test_batch_weights_follow_the_batch_arm_counts(reweight):
     t[0, :15] = 1  # 1.5% treated
     x, y = torch.randn(1, n, 3), torch.randn(1, n)
     rows = torch.arange(n).unsqueeze(0)
-    cfg = CFRConfig(batch_size=100, reweight_sample=reweight)
+    cfg = CFRConfig(batch_size=100, reweight_sample=reweight).resolve(n)
     run = StackedRun(x, t, y, train_idx=rows, val_idx=rows, config=cfg, seeds=[0], n_arms=2,
                      batch_source=None, arm_shares=None, model_wrapper=None, gather_ipm=None,
                      alpha=None, weight_decay=None, per_model_data=True, device="cpu")

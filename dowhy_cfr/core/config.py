@@ -14,9 +14,8 @@ import numpy as np
 
 __all__ = ["PAPER_IHDP", "ALPHA_GRID", "AUTO_BATCH", "AUTO_BATCH_UP_TO", "AUTO_BATCHES_PER_EPOCH",
            "AUTO_EPOCHS", "AUTO_LEARNING_RATE", "AUTO_MAX_BATCH", "AUTO_MAX_STEPS",
-           "AUTO_MIN_STEPS",
-           "CFRConfig", "IPM_NAMES", "LOSSES", "MIN_WAIT_EPOCHS", "NORMALIZATIONS", "SCALINGS",
-           "auto_batch_size", "auto_learning_rate", "auto_n_iter"]
+           "AUTO_MIN_STEPS", "CFRConfig", "IPM_NAMES", "LOSSES", "MIN_WAIT_EPOCHS",
+           "NORMALIZATIONS", "SCALINGS", "auto_batch_size", "auto_learning_rate", "auto_n_iter"]
 
 IPM_NAMES = ("wass", "wass2", "mmd2_lin", "mmd2_rbf")
 LOSSES = ("mse", "logloss")
@@ -100,8 +99,6 @@ _FLOATS = ("alpha", "weight_decay", "lr_decay", "weight_init", "rbf_sigma", "was
            "val_fraction", "relative_patience")
 _POSITIVE_INTS = ("n_rep_layers", "rep_dim", "head_dim", "lr_decay_steps", "eval_every",
                   "wass_iterations", "max_eval_units", "n_ensemble")
-#: Hyper-parameters that take "auto" (resolved for the training split by CFRConfig.resolve).
-_AUTOS = ("learning_rate", "batch_size", "n_iter")
 
 
 @dataclass

@@ -222,14 +222,13 @@ def _in_given_order(result: TrainResult, order: np.ndarray) -> TrainResult:
 class StackedRun:
     """The state of one stacked fit: the network and optimiser of the live models, their data,
     per-model hyper-parameters, checkpoints and history. ``live[j]`` is the model index of stack
-    position j; models leave the stack (:meth:`compact`) when they stop or diverge."""
+    position j; models leave the stack (:meth:`compact`) when they stop or diverge. ``config``
+    has its "auto"s resolved (:meth:`CFRConfig.resolve`, as :func:`train_cfr` does)."""
 
     def __init__(self, x, t, y, *, train_idx, val_idx, config, seeds, n_arms, batch_source,
                  arm_shares, model_wrapper, gather_ipm, alpha, weight_decay, per_model_data,
                  device, model_ids=None, count_shares=None):
         k, device = len(seeds), torch.device(device)
-        # the "auto"s resolved for the training split (train_cfr has done it already)
-        config = config.resolve(None if batch_source is not None else train_idx.shape[-1])
         # the caller's index of each model (reports, warnings): train_cfr may reorder the stack
         self.model_ids = np.arange(k) if model_ids is None else np.asarray(model_ids)
         self.config, self.n_arms, self.k, self.gather_ipm = config, n_arms, k, gather_ipm
