@@ -136,6 +136,11 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
     relative_patience : float
         The wait grows with the training so far: a model stops after ``max(patience * eval_every,
         7 epochs, relative_patience * best_step)`` steps without improvement.
+    stop_quorum : float, default 0.4
+        The members of the ensemble stop together once this share of them (rounded up: 2 of
+        5) has stopped by the rule above, each keeping its best checkpoint so far; 1 lets every
+        member run to its own stop. The last members to stop set a fit's time, and averaging
+        makes their last improvements matter little (``docs/parameters.md``, item 13).
     reweight_sample : bool
         Weight units by ``w_i = t_i/(2u) + (1-t_i)/(2(1-u))`` (Algorithm 1, line 2).
     rbf_sigma, wass_lambda, wass_iterations, wass_backprop : float, float, int, bool
@@ -234,7 +239,7 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
         weight_init=_D.weight_init, learning_rate=_D.learning_rate, lr_decay=_D.lr_decay,
         lr_decay_steps=_D.lr_decay_steps, batch_size=_D.batch_size, n_iter=_D.n_iter,
         val_fraction=_D.val_fraction, eval_every=_D.eval_every, patience=_D.patience,
-        relative_patience=_D.relative_patience,
+        relative_patience=_D.relative_patience, stop_quorum=_D.stop_quorum,
         reweight_sample=_D.reweight_sample, rbf_sigma=_D.rbf_sigma, wass_lambda=_D.wass_lambda,
         wass_iterations=_D.wass_iterations, wass_backprop=_D.wass_backprop,
         scaling=_D.scaling, loss="auto", model_final=None, final_blend=True,

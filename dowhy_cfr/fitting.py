@@ -325,7 +325,7 @@ def train_members(settings: FitSettings, plans: list, *, datasets: list | None =
         train_idx=torch.as_tensor(train_rows), val_idx=torch.as_tensor(val_rows), config=config,
         seeds=[p.seed for p in plans], n_arms=encoding.n_arms, per_model_data=True,
         device=settings.device, progress=progress, count_shares=_data_shares(per, encoding),
-        **_per_member(plans, config))
+        ensembles=[p.ensemble for p in plans], **_per_member(plans, config))
     members = FittedMembers.from_result(result, [p.seed for p in plans], train_rows, val_rows)
     return _survivors(Trained(members, pre, config, np.asarray(result.failed, dtype=bool)),
                       on_failure)
@@ -400,7 +400,7 @@ def _train_stream(settings: FitSettings, plans, stream: StreamSource, progress) 
         val_idx=torch.as_tensor(val_idx), config=config, seeds=seeds,
         n_arms=stream.encoding.n_arms, batch_source=stream.batch_source,
         arm_shares=torch.as_tensor(stream.arm_shares), device=settings.device,
-        progress=progress, **stream.hooks)
+        ensembles=[p.ensemble for p in plans], progress=progress, **stream.hooks)
     members = FittedMembers.from_result(result, seeds)
     return Trained(members, pre, config, np.asarray(result.failed, dtype=bool))
 

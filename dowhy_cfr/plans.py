@@ -46,6 +46,10 @@ class MemberPlan:
         A fixed ``(training rows, validation rows)`` instead (rows may repeat: bootstrap).
     params : dict
         Its own values of :data:`PER_MEMBER` hyper-parameters (others: the estimator's).
+    ensemble : int
+        The ensemble it belongs to: the members whose effects are averaged into one estimate
+        (one fit, one dataset of ``fit_stacked``, one alpha candidate, one bootstrap replica);
+        they stop together (``CFRConfig.stop_quorum``).
     """
 
     seed: int
@@ -53,6 +57,7 @@ class MemberPlan:
     rows: np.ndarray | None = None
     split: tuple | None = None
     params: dict = field(default_factory=dict)
+    ensemble: int = 0
 
 
 def draw_seeds(random_state, k: int) -> list[int]:
@@ -74,27 +79,31 @@ def ensemble(seeds, arms: np.ndarray, *, cross_fit: bool = False, dataset: int =
     unit trains all members but one, whose prediction for it is out of fold. ``units``: only
     these rows of the dataset."""
     if not cross_fit:
-        return [MemberPlan(int(s), dataset, None if units is None else np.asarray(units))
-                for s in seeds]
+        return [MemberPlan(int(s), dataset, None if units is None else np.asarray(units),
+                           ensemble=dataset) for s in seeds]
     rows = np.arange(len(arms)) if units is None else np.asarray(units)
     groups = None if groups is None else groups[rows]
-    return [MemberPlan(int(s), dataset, split=(rows[fit], rows[held_out]))
+    return [MemberPlan(int(s), dataset, split=(rows[fit], rows[held_out]), ensemble=dataset)
             for s, (fit, held_out) in zip(seeds, folds(arms[rows], len(seeds), seeds[0], groups))]
 
 
 def candidates(plans: list[MemberPlan], name: str, values) -> list[MemberPlan]:
     """The ``plans`` once per value of the hyper-parameter ``name`` (candidate-major order:
-    candidate g's member j is plan ``g * len(plans) + j``, with member j's seed and units)."""
+    candidate g's member j is plan ``g * len(plans) + j``, with member j's seed and units; each
+    candidate's members are ensembles of their own)."""
     if name not in PER_MEMBER:
         raise ValueError(f"{name!r} cannot differ within a stack; choose from {PER_MEMBER}")
-    return [replace(p, params={**p.params, name: float(v)}) for v in values for p in plans]
+    n = 1 + max(p.ensemble for p in plans)
+    return [replace(p, params={**p.params, name: float(v)}, ensemble=g * n + p.ensemble)
+            for g, v in enumerate(values) for p in plans]
 
 
 def datasets(member_seeds: list[int], n_members: int, *, units=None) -> list[MemberPlan]:
     """The plans of ``fit_stacked``: dataset j's members are plans ``j*E .. j*E+E-1`` with seeds
     ``member_seeds[j*E + i]``, on the units ``units[j]`` (all if None)."""
     return [MemberPlan(int(seed), i // n_members,
-                       None if units is None else np.asarray(units[i // n_members]))
+                       None if units is None else np.asarray(units[i // n_members]),
+                       ensemble=i // n_members)
             for i, seed in enumerate(member_seeds)]
 
 
@@ -133,5 +142,6 @@ def bootstrap(arms: np.ndarray, n_replicas: int, n_members: int, rng: np.random.
     for b in range(n_replicas):
         tr, va = split_units(arms, units, seeds[b * n_members], val_fraction)
         fixed = (resample_within_arms(tr, arms, rng), resample_within_arms(va, arms, rng))
-        plans += [MemberPlan(seeds[b * n_members + i], split=fixed) for i in range(n_members)]
+        plans += [MemberPlan(seeds[b * n_members + i], split=fixed, ensemble=b)
+                  for i in range(n_members)]
     return plans

@@ -301,8 +301,8 @@ def _train_group(settings, data, positions, members, rng):
     and weight decay, the fixed training/validation split); their effects on the validation
     units (K, n_val) and best steps, or (None, None) when every candidate diverged."""
     tr_pos, va_pos = positions
-    plans = [P.MemberPlan(seed, split=(tr_pos, va_pos), params=dict(m))
-             for seed, m in zip(P.draw_seeds(rng, len(members)), members)]
+    plans = [P.MemberPlan(seed, split=(tr_pos, va_pos), params=dict(m), ensemble=i)
+             for i, (seed, m) in enumerate(zip(P.draw_seeds(rng, len(members)), members))]
     try:
         trained = fitting.train_members(settings, plans, datasets=[data], on_failure="flag")
     except TrainingDivergedError:

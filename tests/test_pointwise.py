@@ -109,10 +109,12 @@ def test_multiarm_effects_each_pair():
 
 def test_coverage_of_tau_on_fresh_units():
     """Measured (data seeds 0-2, n = 1000, default estimator with random_state = the data seed,
-    2,000 fresh units of seeds 100-102): coverage of tau(x) 0.971, 0.990, 0.994, mean width
-    0.99-1.40, sqrt(PEHE) 0.13-0.20 (the test is seed 0: 0.971, width 0.99). The members of
-    widths 32 (docs/parameters.md, item 10) spread more than those of 64 (0.942, 1.000, 0.980,
-    widths 0.81-1.35): the intervals over-cover here, and the width bound is near its edge.
+    2,000 fresh units of seeds 100-102): coverage of tau(x) 0.980, 0.990, 0.999, mean width
+    1.44, 1.08, 1.66, sqrt(PEHE) 0.13-0.20 (the test is seed 0). With every member running to
+    its own stop (``stop_quorum=1``, the default before docs/parameters.md item 13): 0.971,
+    0.990, 0.994, widths 0.99, 1.08, 1.40 at the same sqrt(PEHE) -- members stopped at their
+    ensemble's quorum spread more on this design (on the realistic suite the widths did not
+    grow). Members of widths 64 (item 10) spread less (0.942, 1.000, 0.980, widths 0.81-1.35).
     The members' raw spread with normal quantiles (no jackknife factor K - 1, no t) covered
     0.63-0.91."""
     X, T, Y, _ = make_confounded(n=1000, seed=0)
@@ -121,7 +123,7 @@ def test_coverage_of_tau_on_fresh_units():
     lo, hi = est.effect_interval(Xn)
     covered = np.mean((lo <= tau) & (tau <= hi))
     assert 0.88 <= covered <= 0.995
-    assert np.mean(hi - lo) < 1.0
+    assert np.mean(hi - lo) < 1.6
 
 
 def test_clear_errors_where_there_are_no_jackknife_members():

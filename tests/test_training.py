@@ -630,3 +630,33 @@ def test_evaluations_beside_the_training_change_nothing(monkeypatch, beside):
     for key in ("step", "val_objective", "train_loss", "learning_rate"):
         np.testing.assert_array_equal(a.history[key], b.history[key])
     assert torch.equal(predict(a.net, x), predict(b.net, x))
+
+
+@pytest.mark.parametrize("stop_quorum, expected_at_50", [(0.6, [True, True, True]),
+                                                         (1.0, [False, True, True])])
+def test_members_of_one_ensemble_stop_together_at_its_quorum(stop_quorum, expected_at_50):
+    """Ensemble 7 (models 0-2) needs 2 stopped members at stop_quorum 0.6, ensemble 9 (models 3,
+    4) both; min_wait 30. Bests: all at step 10, models 0, 1, 4 again at 20, model 0 at 30."""
+    from dowhy_cfr.core.stopping import Checkpoints
+
+    config = CFRConfig(**CORE_SMALL, stop_quorum=stop_quorum)
+    net = CFRNet.from_config(config, 3, [0, 1, 2, 3, 4])
+    cp = Checkpoints(net, min_wait=30, relative_patience=0.0, ensembles=[7, 7, 7, 9, 9],
+                     quorum=config.quorum_size)
+    live = np.arange(5)
+    cp.update(net, live, np.full(5, 1.0), step=10)
+    cp.update(net, live, np.array([0.9, 0.9, 2.0, 2.0, 0.9]), step=20)
+    cp.update(net, live, np.array([0.8, 2.0, 2.0, 2.0, 2.0]), step=30)
+    # step 40: models 2 and 3 have waited 30 steps; neither ensemble has its quorum (model 4
+    # trains on although its partner stopped: ensemble 9 needs both)
+    assert cp.waited_enough(live, 40).tolist() == [False, False, True, True, False]
+    # step 50: models 1 and 4 have waited; ensemble 7 now has 2 stopped members, so model 0,
+    # which has waited only 20 steps since its best, stops with them at 0.6, not at 1.0
+    assert cp.waited_enough(np.array([0, 1, 4]), 50).tolist() == expected_at_50
+    assert cp.step.tolist() == [30, 20, 10, 10, 20]  # each keeps its own best checkpoint
+
+
+def test_stop_quorum_is_checked():
+    with pytest.raises(ValueError, match="stop_quorum"):
+        CFRConfig(stop_quorum=0.0).validate()
+    assert [CFRConfig().quorum_size(k) for k in (1, 2, 3, 5, 10)] == [1, 1, 2, 2, 4]

@@ -96,7 +96,7 @@ def auto_n_iter(n_train: int | None, batch_size: int) -> int:
 
 
 _FLOATS = ("alpha", "weight_decay", "lr_decay", "weight_init", "rbf_sigma", "wass_lambda",
-           "val_fraction", "relative_patience")
+           "val_fraction", "relative_patience", "stop_quorum")
 _POSITIVE_INTS = ("n_rep_layers", "rep_dim", "head_dim", "lr_decay_steps", "eval_every",
                   "wass_iterations", "max_eval_units", "n_ensemble")
 
@@ -139,6 +139,10 @@ class CFRConfig:
     eval_every: int = 10  # steps between validations (ours; cfrnet output_delay is 100)
     patience: int | None = 10  # a model stops after max(patience * eval_every, 7 epochs, ...
     relative_patience: float = 0.0  # ... relative_patience * best step) steps without a new best
+    # the members of one ensemble stop together once this share of them (rounded up) has stopped
+    # by the rule above, each keeping its best checkpoint so far; 1: each runs to its own stop
+    # (ours, measured: docs/parameters.md, item 13)
+    stop_quorum: float = 0.4
     reweight_sample: bool = True  # cfrnet reweight_sample (w_i of Algorithm 1)
     rbf_sigma: float = 0.1  # cfrnet rbf_sigma
     wass_lambda: float = 10.0  # cfrnet wass_lambda
@@ -182,6 +186,8 @@ class CFRConfig:
                  "must be strictly between 0 and 1")
         _require("relative_patience", self.relative_patience, self.relative_patience >= 0,
                  "must be >= 0")
+        _require("stop_quorum", self.stop_quorum, 0 < self.stop_quorum <= 1,
+                 "must be in (0, 1]; 1 lets every member run to its own early stop")
         if self.patience is not None:
             _check_int("patience", self.patience)
             _require("patience", self.patience, self.patience >= 1,
@@ -220,6 +226,11 @@ class CFRConfig:
               else self.learning_rate)
         n_iter = auto_n_iter(n_train, step_batch) if self.n_iter == "auto" else self.n_iter
         return dataclasses.replace(self, batch_size=batch, learning_rate=lr, n_iter=n_iter)
+
+    def quorum_size(self, n_members: int) -> int:
+        """Members of an ensemble of ``n_members`` that must have stopped on their own before the
+        others stop too: ``ceil(stop_quorum * n_members)`` (2 of the default 5), at least 1."""
+        return max(1, math.ceil(self.stop_quorum * n_members - 1e-9))
 
     def ipm_kwargs(self) -> dict:
         """The keyword arguments of :func:`dowhy_cfr.core.ipm.imbalance`."""

@@ -27,15 +27,30 @@ class Checkpoints:
     wait grows with the training so far: a model whose best came at step 100 is confirmed by step
     200, one whose best came at step 1000 gets 1000 more steps. ``min_wait=None`` never stops
     (the best of all evaluations is kept, as in the reference code).
+
+    The members of one ensemble (``ensembles``: an ensemble label per model; None: every model
+    its own) stop together once ``quorum(size)`` of them have stopped by that rule (members
+    that diverged do not count): the others stop at once, each keeping its best checkpoint so far. Their
+    effects are averaged, so a late member's last improvements matter little, while the longest
+    member sets the stack's time (:attr:`CFRConfig.stop_quorum
+    <dowhy_cfr.core.config.CFRConfig.stop_quorum>`).
     """
 
-    def __init__(self, net: CFRNet, *, min_wait: int | None, relative_patience: float):
+    def __init__(self, net: CFRNet, *, min_wait: int | None, relative_patience: float,
+                 ensembles=None, quorum=None):
         k = net.n_models
         self.store = [p.detach().clone() for p in net.parameters()]  # initial weights until a best
         self.objective = np.full(k, np.inf)
         self.step = np.zeros(k, dtype=int)
         self.min_wait = min_wait
         self.relative_patience = relative_patience
+        labels = np.arange(k) if ensembles is None else np.asarray(ensembles).reshape(-1)
+        if len(labels) != k:
+            raise ValueError(f"ensembles has {len(labels)} labels for {k} models")
+        _, self.ensemble = np.unique(labels, return_inverse=True)  # 0..E-1 per model
+        sizes = np.bincount(self.ensemble)
+        self.quorum = sizes if quorum is None else np.array([quorum(int(s)) for s in sizes])
+        self.finished = np.zeros(k, dtype=bool)  # stopped by the waiting rule
 
     @property
     def has_best(self) -> np.ndarray:
@@ -56,11 +71,15 @@ class Checkpoints:
         self.step[live[better]] = step
 
     def waited_enough(self, live: np.ndarray, step: int) -> np.ndarray:
-        """Bool per live model: it has a best and has waited the patience since."""
+        """Bool per live model: it has a best and has waited the patience since, or its ensemble
+        has reached its quorum of stopped members."""
         if self.min_wait is None:
             return np.zeros(len(live), dtype=bool)
         wait = np.maximum(self.min_wait, self.relative_patience * self.step[live])
-        return self.has_best[live] & (step - self.step[live] >= wait)
+        done = self.has_best[live] & (step - self.step[live] >= wait)
+        self.finished[live[done]] = True
+        counts = np.bincount(self.ensemble, weights=self.finished, minlength=len(self.quorum))
+        return done | (self.has_best[live] & (counts >= self.quorum)[self.ensemble[live]])
 
     @torch.no_grad()
     def restore(self, net: CFRNet) -> None:

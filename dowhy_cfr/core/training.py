@@ -119,6 +119,7 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
               gather_ipm: Callable | None = None, alpha: Sequence[float] | None = None,
               weight_decay: Sequence[float] | None = None, per_model_data: bool = False,
               device: torch.device | str = "cpu", count_shares: np.ndarray | None = None,
+              ensembles: Sequence[int] | None = None,
               progress: bool | Callable | None = False) -> TrainResult:
     """Train ``K = len(seeds)`` CFR networks in one stacked pass.
 
@@ -154,6 +155,10 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
     gather_ipm : callable, optional
         ``(phi, t) -> (phi, t)`` applied before the training IPM (e.g. a differentiable
         all-gather of the representations of every worker's batch).
+    ensembles : sequence of int, length K, optional
+        The ensemble each model belongs to (models whose effects are averaged): the members of
+        one ensemble stop together once ``config.quorum_size(size)`` of them have stopped
+        (:class:`.stopping.Checkpoints`). None: every model is its own.
 
     A model whose objective becomes non-finite stops, keeps its best checkpoint and is reported
     in ``diverged`` (``failed`` if it had none yet); the other models train on as if it had never
@@ -168,14 +173,14 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
         order = stack_order(t, train_idx, config.batch_size, n_arms, per_model_data,
                             count_shares)
     if order is not None:
-        x, t, y, train_idx, val_idx, seeds, alpha, weight_decay, count_shares = _reordered(
-            order, per_model_data, x, t, y, train_idx, val_idx, seeds, alpha, weight_decay,
-            count_shares)
+        x, t, y, train_idx, val_idx, seeds, alpha, weight_decay, count_shares, ensembles = \
+            _reordered(order, per_model_data, x, t, y, train_idx, val_idx, seeds, alpha,
+                       weight_decay, count_shares, ensembles)
     run = StackedRun(x, t, y, train_idx=train_idx, val_idx=val_idx, config=config, seeds=seeds,
                      n_arms=n_arms, batch_source=batch_source, arm_shares=arm_shares,
                      model_wrapper=model_wrapper, gather_ipm=gather_ipm, alpha=alpha,
                      weight_decay=weight_decay, per_model_data=per_model_data, device=device,
-                     model_ids=order, count_shares=count_shares)
+                     model_ids=order, count_shares=count_shares, ensembles=ensembles)
     with _progress(progress, config, run) as report, _flush_denormals(), \
             _evaluator(run.x.device, model_wrapper) as evaluator:
         run.report, run.evaluator = report, evaluator
@@ -186,7 +191,7 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
 
 
 def _reordered(order, per_model_data, x, t, y, train_idx, val_idx, seeds, alpha, weight_decay,
-               count_shares):
+               count_shares, ensembles):
     """The per-model inputs of :func:`train_cfr` in the stack order ``order``."""
     def rows(v):  # an expanded (shared) tensor is the same in every order
         return v if v.stride(0) == 0 else v.index_select(0, torch.as_tensor(order,
@@ -202,7 +207,7 @@ def _reordered(order, per_model_data, x, t, y, train_idx, val_idx, seeds, alpha,
         x, t, y = rows(x), rows(t), rows(y)
     return (x, t, y, rows(train_idx), rows(val_idx), items(seeds), items(alpha),
             items(weight_decay),
-            None if count_shares is None else np.asarray(count_shares)[order])
+            None if count_shares is None else np.asarray(count_shares)[order], items(ensembles))
 
 
 def _in_given_order(result: TrainResult, order: np.ndarray) -> TrainResult:
@@ -227,7 +232,7 @@ class StackedRun:
 
     def __init__(self, x, t, y, *, train_idx, val_idx, config, seeds, n_arms, batch_source,
                  arm_shares, model_wrapper, gather_ipm, alpha, weight_decay, per_model_data,
-                 device, model_ids=None, count_shares=None):
+                 device, model_ids=None, count_shares=None, ensembles=None):
         k, device = len(seeds), torch.device(device)
         # the caller's index of each model (reports, warnings): train_cfr may reorder the stack
         self.model_ids = np.arange(k) if model_ids is None else np.asarray(model_ids)
@@ -280,7 +285,8 @@ class StackedRun:
         self.val_ipm_arms = self.take(self.t, self.val_idx[:, : self.n_ipm_val])
         n_train = None if train_idx is None else train_idx.shape[-1]
         self.checkpoints = Checkpoints(self.net, min_wait=config.min_wait(n_train),
-                                       relative_patience=config.relative_patience)
+                                       relative_patience=config.relative_patience,
+                                       ensembles=ensembles, quorum=config.quorum_size)
         self.stopped, self.diverged = np.zeros(k, dtype=bool), np.zeros(k, dtype=bool)
         self.running = torch.zeros(2, k, dtype=x.dtype, device=device)  # sums of risk, IPM
         self.n_running = 0
