@@ -133,14 +133,10 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
     patience : int or None
         Stop after this many evaluations (and at least 7 epochs) without improvement of the
         validation objective; the best checkpoint is kept. None runs all ``n_iter`` steps.
-    relative_patience : float
-        The wait grows with the training so far: a model stops after ``max(patience * eval_every,
-        7 epochs, relative_patience * best_step)`` steps without improvement.
-    stop_quorum : float, default 0.4
-        The members of the ensemble stop together once this share of them (rounded up: 2 of
-        5) has stopped by the rule above, each keeping its best checkpoint so far; 1 lets every
-        member run to its own stop. The last members to stop set a fit's time, and averaging
-        makes their last improvements matter little (``docs/parameters.md``, item 13).
+    relative_patience, stop_quorum : float, float
+        A model stops after ``max(patience * eval_every, 7 epochs, relative_patience *
+        best_step)`` steps without improvement; the members stop together once ``stop_quorum``
+        of them (2 of 5) have, each with its best checkpoint so far (1: each its own stop).
     reweight_sample : bool
         Weight units by ``w_i = t_i/(2u) + (1-t_i)/(2(1-u))`` (Algorithm 1, line 2).
     rbf_sigma, wass_lambda, wass_iterations, wass_backprop : float, float, int, bool
@@ -243,8 +239,7 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
         reweight_sample=_D.reweight_sample, rbf_sigma=_D.rbf_sigma, wass_lambda=_D.wass_lambda,
         wass_iterations=_D.wass_iterations, wass_backprop=_D.wass_backprop,
         scaling=_D.scaling, loss="auto", model_final=None, final_blend=True,
-        n_ensemble=_D.n_ensemble,
-        debias="aipw", cross_fit=_D.cross_fit,
+        n_ensemble=_D.n_ensemble, debias="aipw", cross_fit=_D.cross_fit,
         model_propensity=None, min_propensity=0.05, cv=5, categories="auto", random_state=None,
         device="cpu", verbose=1,
     ):
