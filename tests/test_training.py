@@ -593,7 +593,7 @@ def test_training_flushes_denormals_and_restores_the_default():
 @pytest.mark.parametrize("beside", [True, False])
 def test_evaluations_beside_the_training_change_nothing(monkeypatch, beside):
     """Validation evaluations run in a second thread where a core is free (one torch thread on
-    the CPU); the evaluation of step s is concluded at step s + eval_every either way, so the
+    the CPU) and the validation split is large; the evaluation of step s is concluded at step s + eval_every either way, so the
     checkpoints, stops and history are the same bit for bit as inline."""
     import threading
 
@@ -616,7 +616,7 @@ def test_evaluations_beside_the_training_change_nothing(monkeypatch, beside):
     try:
         runs = {}
         for on in (beside, not beside):
-            monkeypatch.setattr(training, "EVALUATE_BESIDE", on)
+            monkeypatch.setattr(training, "BESIDE_FROM_VAL_UNITS", 0 if on else 10**9)
             threads.clear()
             runs[on] = train_cfr(x, t, y, train_idx=tr.expand(4, -1), val_idx=va.expand(4, -1),
                                  config=cfg, seeds=[1, 2, 3, 4])

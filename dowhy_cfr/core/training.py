@@ -49,9 +49,12 @@ __all__ = [
 
 _EVAL_CHUNK = 65536
 #: Validation evaluations run in a second thread beside the training where a core is free (CPU,
-#: one torch thread): an evaluation every 10 steps on up to 1,024 validation units cost a quarter
-#: of a stack's training at n = 4,000 (issue #30). Results are the same either way.
-EVALUATE_BESIDE = True
+#: one torch thread) and each member has at least this many validation units; results are the
+#: same either way. The hand-over costs more than it saves on small splits: on the realistic
+#: designs (seed 0, default fits, 2 cores) inline was faster by 3 % at n = 1,500 (300
+#: validation units per member) and 2.5 % at n = 4,000 (800), beside faster by 2.6 % at
+#: n = 10,000 (2,000; docs/parameters.md, item 8).
+BESIDE_FROM_VAL_UNITS = 1024
 _HISTORY_KEYS = ("train_loss", "train_imbalance", "val_loss", "val_imbalance", "val_objective")
 
 
@@ -182,7 +185,7 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
                      weight_decay=weight_decay, per_model_data=per_model_data, device=device,
                      model_ids=order, count_shares=count_shares, ensembles=ensembles)
     with _progress(progress, config, run) as report, _flush_denormals(), \
-            _evaluator(run.x.device, model_wrapper) as evaluator:
+            _evaluator(run.x.device, model_wrapper, run.val_idx.shape[1]) as evaluator:
         run.report, run.evaluator = report, evaluator
         run.validate(0)  # the state at initialisation: recorded, never selected
         n_steps = algorithm1(run, config)
@@ -594,11 +597,12 @@ def available_cores() -> int:
 
 
 @contextlib.contextmanager
-def _evaluator(device: torch.device, model_wrapper):
+def _evaluator(device: torch.device, model_wrapper, n_val: int):
     """Where the validation evaluations run: a second thread on the CPU when torch uses fewer
-    threads than the process has cores (the default fit trains on one), else inline. The
-    thread flushes denormals as the training does (the setting is per thread)."""
-    if not (EVALUATE_BESIDE and device.type == "cpu" and model_wrapper is None
+    threads than the process has cores (the default fit trains on one) and the members have
+    ``BESIDE_FROM_VAL_UNITS`` validation units or more, else inline. The thread flushes
+    denormals as the training does (the setting is per thread)."""
+    if not (n_val >= BESIDE_FROM_VAL_UNITS and device.type == "cpu" and model_wrapper is None
             and torch.get_num_threads() < available_cores()):
         yield _Inline()
         return
