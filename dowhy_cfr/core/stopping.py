@@ -30,9 +30,9 @@ class Checkpoints:
 
     The members of one ensemble (``ensembles``: an ensemble label per model; None: every model
     its own) stop together once ``quorum(size)`` of them have stopped by that rule (members
-    that diverged do not count): the others stop at once, each keeping its best checkpoint so far. Their
-    effects are averaged, so a late member's last improvements matter little, while the longest
-    member sets the stack's time (:attr:`CFRConfig.stop_quorum
+    that diverged do not count): the others stop at once, each keeping its best checkpoint so
+    far. Their effects are averaged, so a late member's last improvements matter little, while
+    the longest member sets the stack's time (:attr:`CFRConfig.stop_quorum
     <dowhy_cfr.core.config.CFRConfig.stop_quorum>`).
     """
 
