@@ -593,8 +593,9 @@ def test_training_flushes_denormals_and_restores_the_default():
 @pytest.mark.parametrize("beside", [True, False])
 def test_evaluations_beside_the_training_change_nothing(monkeypatch, beside):
     """Validation evaluations run in a second thread where a core is free (one torch thread on
-    the CPU) and the validation split is large; the evaluation of step s is concluded at step s + eval_every either way, so the
-    checkpoints, stops and history are the same bit for bit as inline."""
+    the CPU) and the validation split is large; the evaluation of step s is concluded at step
+    s + eval_every either way, so the checkpoints, stops and history are the same bit for bit
+    as inline."""
     import threading
 
     from dowhy_cfr.core import training
