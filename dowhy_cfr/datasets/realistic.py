@@ -57,7 +57,8 @@ each to mean 0 and sd 1 over the table's rows (``g*``; constants fixed per desig
 
 with ``h`` the heterogeneity (sd of tau), ``s`` the overlap strength (larger = poorer overlap),
 ``b`` solved so that the mean propensity over the table's rows is ``treated_share`` (0.35) and
-``sigma = 1``, as large as the sd of ``mu0``. The surfaces read a few *role* columns of each
+``sigma = 1``, as large as the sd of ``mu0``, ``eps`` standard normal (Student-t on the
+``heavy`` surface). The surfaces read a few *role* columns of each
 table (:attr:`TableSpec.roles`): ``heavy`` (skewed; enters through ``z_h``, the standardised
 ``sign(x) log(1 + |x|)``, or ``r_h``, its rank in the table in [0, 1]), ``count`` (enters as
 standardised ``log(1 + x)``, ``z_c``), two columns ``a``, ``b`` entering standardised in their
@@ -93,6 +94,18 @@ estimators see.
     dense linear baseline and propensity, an effect linear in two columns plus their product:
     ``g0 = u1``, ``gt = z_a + .5 z_b + .5 z_a z_b``, ``gs = u2``; h = 0.75, s = 1.
 
+Two surfaces were added after the defaults had been chosen on :data:`DEFAULT_DESIGNS` (which
+use only the six above), as held-out checks of kinds the development suite lacks:
+
+``dense``
+    many weak effects: every column moves the effect a little,
+    ``g0 = u1 + .5 sin(u2)``, ``gt = u3``, ``gs = u2``; h = 0.75, s = 1.
+``heavy``
+    heavy tails: the effect and the baseline in the skewed column's own units (``x_h``:
+    standardised without the log, clipped to [-3, 10]), confounding through its log, and
+    Student-t noise with 3 degrees of freedom (scaled to sd 1):
+    ``g0 = x_h + z_c``, ``gt = x_h + .5 f1``, ``gs = z_h + .5 z_a``; h = 0.75, s = 1.
+
 ``ate0`` is 0.5 except for ``constant`` (1.0). Overlap names: ``"good"`` (s = 0.5),
 ``"moderate"`` (1), ``"poor"`` (2); :class:`RealisticData` reports the share of extreme
 propensities (outside [0.05, 0.95]).
@@ -101,7 +114,7 @@ The population ATE (:func:`population_ate`) is ``ate0 + h E[gt*(X)]`` over the s
 distribution, computed by stratified Monte Carlo: every table row jittered ``K`` times
 (``K >= 8`` and ``K N >= 100,000``), with the Monte Carlo standard error from the ``K`` pass
 means (0 up to rounding when ``gt`` reads no jittered column). It differs from ``ate0`` only by
-the jitter's effect on the standardisation (at most 0.03 on the 35 designs).
+the jitter's effect on the standardisation (at most 0.03 on the 47 designs).
 """
 
 from __future__ import annotations
@@ -375,7 +388,9 @@ def _role_constants(table: str) -> dict:
         v = _filled(table, src, r[key])
         v = fn(v) if fn is not None else v
         const[key] = (float(v.mean()), float(v.std()) or 1.0)
-    const["sorted_heavy"] = np.sort(_filled(table, src, r["heavy"]))
+    raw = _filled(table, src, r["heavy"])
+    const["heavy_raw"] = (float(raw.mean()), float(raw.std()) or 1.0)
+    const["sorted_heavy"] = np.sort(raw)
     if r["cat"] is not None:
         const["levels"] = _encoding(table).levels[r["cat"]]
     return const
@@ -407,7 +422,9 @@ def _roles(table: str, X_raw) -> dict:
     srt = const["sorted_heavy"]
     rank = (np.searchsorted(srt, heavy, "left") + np.searchsorted(srt, heavy, "right")) / (
         2.0 * srt.size)
-    out = dict(h=z("heavy", _slog), rh=rank, c=z("count", np.log1p), a=z("a"), b=z("b"),
+    mean, sd = const["heavy_raw"]
+    out = dict(h=z("heavy", _slog), rh=rank, hx=np.clip((heavy - mean) / sd, -3.0, 10.0),
+               c=z("count", np.log1p), a=z("a"), b=z("b"),
                f1=_flag(X_raw, r["f1"]), f2=_flag(X_raw, r["f2"]), k=np.zeros(len(X_raw), int),
                n_levels=1)
     if r["cat"] is not None:
@@ -487,13 +504,28 @@ def _linear(R, Z, C):
     return u[:, 0], gt, u[:, 1]
 
 
+def _dense_weak(R, Z, C):
+    u = _directions(Z, C)
+    return u[:, 0] + 0.5 * np.sin(u[:, 1]), u[:, 2], u[:, 1]
+
+
+def _heavy(R, Z, C):
+    g0 = R["hx"] + R["c"]
+    gt = R["hx"] + 0.5 * R["f1"]
+    gs = R["h"] + 0.5 * R["a"]
+    return g0, gt, gs
+
+
 @dataclass(frozen=True)
 class SurfaceSpec:
     """A response surface: formulas in the module docstring; ``heterogeneity`` (sd of tau),
     ``overlap`` (strength s) and ``ate0`` are its defaults; ``directions`` random directions
     of the dense features (0: the surface does not read ``Z``); ``favours`` is the family the
     surface is expected to favour (``"trees"``, ``"networks"``, ``"trees and linear models"``:
-    level effects are linear in the one-hot columns, or ``"neither"``)."""
+    level effects are linear in the one-hot columns, or ``"neither"``); ``noise`` the noise's
+    law (``"normal"``, or ``"t3"``: Student's t with 3 degrees of freedom, scaled to sd 1);
+    ``development`` whether the surface belongs to the suite the defaults were chosen on
+    (:data:`DEFAULT_DESIGNS`) or was added afterwards as a held-out check."""
 
     name: str
     description: str
@@ -504,6 +536,8 @@ class SurfaceSpec:
     directions: int = 0
     needs_cat: bool = False
     function: object = field(default=None, repr=False)
+    noise: str = "normal"
+    development: bool = True
 
 
 #: The response surfaces, by name.
@@ -524,6 +558,13 @@ SURFACES = {
     "linear": SurfaceSpec("linear", "dense linear baseline and propensity; effect linear in "
                           "two columns plus one product", 0.75, 1.0, 0.5, "networks",
                           directions=2, function=_linear),
+    "dense": SurfaceSpec("dense", "many weak effects: baseline, effect and propensity through "
+                         "random directions of all columns", 0.75, 1.0, 0.5,
+                         "networks and linear models", directions=3, function=_dense_weak,
+                         development=False),
+    "heavy": SurfaceSpec("heavy", "heavy-tailed: effect and baseline in a skewed column's own "
+                         "units, Student-t noise", 0.75, 1.0, 0.5, "trees", function=_heavy,
+                         noise="t3", development=False),
 }
 
 
@@ -783,9 +824,16 @@ def _units(design, X_raw, rows, rng, settings) -> RealisticSample:
     tau = mu1 - mu0  # exactly mu1 - mu0 in floating point
     e = _expit(_intercept(design, s, share) + s * gs)
     T = (rng.uniform(size=len(rows)) < e).astype(int)
-    Y = mu0 + T * tau + sigma * rng.standard_normal(len(rows))
+    Y = mu0 + T * tau + sigma * _noise(SURFACES[DESIGNS[design].surface].noise, rng, len(rows))
     return RealisticSample(X=X, X_raw=X_raw, T=T, Y=Y, mu0=mu0, mu1=mu1, tau=tau, e=e,
                            rows=np.asarray(rows, dtype=np.int64))
+
+
+def _noise(law: str, rng, m: int) -> np.ndarray:
+    """Noise of sd 1: standard normal, or Student's t with 3 degrees of freedom / sqrt(3)."""
+    if law == "t3":
+        return rng.standard_t(3, m) / np.sqrt(3.0)
+    return rng.standard_normal(m)
 
 
 def simulate_realistic(design: str, n: int, *, seed: int = 0, n_test: int = 2000,
