@@ -163,10 +163,12 @@ def main(argv=None) -> int:
     from .stacked_refuters import REFUTERS, explain, refute_all
 
     cfr = estimates["backdoor.cfr"]
+    lower, upper = cfr.estimator.estimator.ate_interval()
+    half_width = float(np.ravel(upper - lower)[0]) / 2
 
     def show(name, res, seconds):
         info = getattr(res[0] if isinstance(res, list) else res, "stacking", {})
-        print(f"{explain(name, res, cfr.value)}  [{seconds:.0f}s, "
+        print(f"{explain(name, res, cfr.value, half_width)}  [{seconds:.0f}s, "
               f"{info.get('stacks', '?')} stack(s)]")
 
     refute_all(model, estimand, cfr, tuple(REFUTERS), simulations=args.simulations,

@@ -514,12 +514,17 @@ def refute_all(model, estimand, estimate, refuters=tuple(REFUTERS), *, simulatio
     return pd.DataFrame(rows)
 
 
-def explain(method_name: str, refutation, estimate_value: float) -> str:
+def explain(method_name: str, refutation, estimate_value: float,
+            half_width: float | None = None) -> str:
     """One line saying what a refutation of ``method_name`` means (used by the demo).
 
     The size is relative to the original estimate: ``new_effect / estimate`` for the placebo
     and dummy-outcome refuters (ideally 0), ``new_effect / estimate - 1`` for the others
     (ideally 0); the verdict is DoWhy's significance test at its level (p < 0.05 fails).
+    ``half_width``, the half-width of the estimate's own 95 % interval, adds how large a
+    failing re-estimate's shift is against it: DoWhy tests the estimate against the spread of
+    the simulations, which for the re-estimating refuters can be far narrower than the
+    estimate's uncertainty, so a significant shift may still be small (``docs/refutation.md``).
     """
     what, good, bad = _MEANING[method_name]
     result = refutation[0] if isinstance(refutation, list) else refutation
@@ -529,8 +534,13 @@ def explain(method_name: str, refutation, estimate_value: float) -> str:
     if method_name in _RATIO_REFUTERS:
         size = f"{new:+.3f} = {new / estimate_value:+.1%} of the estimate"
         fails = significant and new != 0
+        shift = new
     else:
         size = f"{new:.3f} ({new / estimate_value - 1:+.1%} vs the estimate)"
         fails = significant
+        shift = new - estimate_value
     verdict = f"FAILS: {bad}" if fails else f"passes: {good}"
+    if fails and half_width is not None and half_width > 0:
+        verdict += (f" (a shift of {abs(shift):.3f}, {abs(shift) / half_width:.0%} of the "
+                    f"estimate's 95 % interval half-width {half_width:.3f})")
     return f"{method_name}: {what} {size}, p = {p:.2g} -> {verdict}"

@@ -307,3 +307,19 @@ def test_a_generator_random_state_is_replayed(setup):
                                      num_simulations=SIMS, random_state=twin)
     assert gen.bit_generator.state == twin.bit_generator.state
     assert res.new_effect == pytest.approx(loop.new_effect, abs=1e-5)
+
+
+def test_explain_gives_a_failing_shift_against_the_estimates_interval():
+    from types import SimpleNamespace
+
+    def result(p, new):
+        return SimpleNamespace(new_effect=new, refutation_result={
+            "p_value": p, "is_statistically_significant": p < 0.05})
+
+    line = sr.explain("random_common_cause", result(0.04, 3.95), 4.0, half_width=0.5)
+    assert "FAILS" in line and "a shift of 0.050, 10% of the estimate's 95 % interval" in line
+    assert "shift of" not in sr.explain("random_common_cause", result(0.04, 3.95), 4.0)
+    assert "shift of" not in sr.explain("random_common_cause", result(0.3, 3.95), 4.0, 0.5)
+    # placebo: the new effect itself is the shift (ideally 0)
+    line = sr.explain("placebo_treatment_refuter", result(0.01, 0.4), 4.0, half_width=0.5)
+    assert "FAILS" in line and "a shift of 0.400, 80%" in line
