@@ -515,10 +515,12 @@ def final_stage(settings: FitSettings, data: FitData, outputs: np.ndarray, stage
 
 
 #: The regression of :func:`blend_stage` (``model_final=None``): shallow boosting that stops when
-#: a fifth of its units stop improving (measured: ``docs/parameters.md``, item 9).
+#: a fifth of its units stop improving, on 63 bins per column (measured: ``docs/parameters.md``,
+#: items 9 and 14).
 BLEND_MODEL = HistGradientBoostingRegressor(max_depth=2, learning_rate=0.05, max_iter=300,
                                             min_samples_leaf=40, early_stopping=True,
-                                            validation_fraction=0.2, n_iter_no_change=20)
+                                            validation_fraction=0.2, n_iter_no_change=20,
+                                            max_bins=63)
 
 
 def blend_stage(settings: FitSettings, data: FitData, members: FittedMembers,
