@@ -815,16 +815,16 @@ def _positive_int(name: str, value, minimum: int = 1) -> int:
 
 
 def _units(design, X_raw, rows, rng, settings) -> RealisticSample:
-    table = DESIGNS[design].table
+    table, surface = DESIGNS[design].table, SURFACES[DESIGNS[design].surface]
     X, _ = encode(table, X_raw)
     g0, gt, gs = _standardised(design, X_raw, X)
     h, s, sigma, share = settings
     mu0 = g0
-    mu1 = mu0 + (SURFACES[DESIGNS[design].surface].ate0 + h * gt)
+    mu1 = mu0 + (surface.ate0 + h * gt)
     tau = mu1 - mu0  # exactly mu1 - mu0 in floating point
     e = _expit(_intercept(design, s, share) + s * gs)
     T = (rng.uniform(size=len(rows)) < e).astype(int)
-    Y = mu0 + T * tau + sigma * _noise(SURFACES[DESIGNS[design].surface].noise, rng, len(rows))
+    Y = mu0 + T * tau + sigma * _noise(surface.noise, rng, len(rows))
     return RealisticSample(X=X, X_raw=X_raw, T=T, Y=Y, mu0=mu0, mu1=mu1, tau=tau, e=e,
                            rows=np.asarray(rows, dtype=np.int64))
 
