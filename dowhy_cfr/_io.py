@@ -32,8 +32,9 @@ import pandas as pd
 import torch
 
 from .core import CFRConfig, CFRNet
-from .fitted import (BlendStage, Columns, DebiasedStage, FinalStage, FittedCFR, FittedMembers,
+from .fitted import (Columns, DebiasedStage, FinalStage, FittedCFR, FittedMembers,
                      Preprocessing, TreatmentEncoding)
+from .fitting import fit_blend
 from .tabular import FeatureScaler, TableEncoder
 
 FORMAT_VERSION = 3  # 2: the fitted units' X block, the final stage's shift, encoders, scaler;
@@ -238,8 +239,8 @@ def _blend(state, arrays, stage):
     spec = state.get("blend_stage")
     if spec is None:
         return None
-    return BlendStage(arrays["blend/train"], _model_from_spec(spec["model"]),
-                      list(state["seeds"]), stage)
+    return fit_blend(arrays["blend/train"], _model_from_spec(spec["model"]),
+                     list(state["seeds"]), stage)
 
 
 def load(path):

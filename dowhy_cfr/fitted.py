@@ -10,8 +10,8 @@ A fitted :class:`~dowhy_cfr.CFR` holds one :class:`FittedCFR` (``est.fitted_``),
 * :class:`FittedMembers` -- the trained networks with each member's seed, kept step, history and
   training/validation units;
 * :class:`FinalStage` -- the regression of the unit-level effects on ``X`` when ``W`` was given;
-* :class:`BlendStage` -- without ``W``: a regression of the doubly robust pseudo-outcomes on
-  ``X`` on each member's training units, blended with the heads' effects by the R-loss;
+* :class:`BlendStage` -- without ``W``: the regressions of the doubly robust pseudo-outcomes on
+  ``X`` fitted on each member's training units, and their blend with the heads' effects;
 * :class:`DebiasedStage` -- the fitted units' outcomes, outcome predictions and cross-fitted
   propensities behind the doubly robust averages (:mod:`dowhy_cfr.debiased`), and the shift that
   makes the mean effect over the fitted units equal the AIPW ATE.
@@ -24,7 +24,6 @@ holds them. Nothing here imports the estimator.
 from __future__ import annotations
 
 import dataclasses
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,17 +31,16 @@ import numpy as np
 import pandas as pd
 import torch
 from econml.utilities import one_hot_encoder
-from sklearn.base import clone
 
 from . import _validation as V
 from .core import CFRConfig, CFRNet, TrainResult, predict
 from .tabular import FeatureScaler, TableEncoder
-from .core.training import available_cores, derive_seeds
+from .core.training import derive_seeds
 from .debiased import AverageEffect, average_effect, plugin_effect
-from .nuisance import ONE_THREAD_UNITS, aipw_scores, nuisance_threads, seeded, sklearn_seed
+from .nuisance import fit_per_arm
 
 __all__ = ["TreatmentEncoding", "Columns", "Preprocessing", "FittedMembers", "FinalStage",
-           "BlendStage", "blend_weights", "held_out_mean",
+           "BlendStage", "regressions_at",
            "DebiasedStage", "FittedCFR", "encode_treatment", "standardize", "history_frame",
            "plain", "member_outputs", "effects_of", "EncodedX", "MAX_ARMS"]
 
@@ -433,7 +431,7 @@ class FinalStage:
             member_tau=None) -> "FinalStage":
         """Fit one clone of ``model`` per arm; ``theta``: the average effects the predictions'
         mean over ``x`` is shifted to (None: no shift)."""
-        models = _fit_arms(model, x, tau)
+        models = fit_per_arm(model, x, tau)
         raw = np.column_stack([m.predict(x) for m in models])
         shift = np.zeros(tau.shape[1]) if theta is None else np.asarray(theta) - raw.mean(0)
         return cls(x, tau, models, shift, member_tau)
@@ -450,47 +448,12 @@ class FinalStage:
             return None
         if not self._member_models:
             for k, tau in enumerate(self.member_tau):
-                self._member_models[k] = _fit_arms(self.models[0], self.x, tau)
+                self._member_models[k] = fit_per_arm(self.models[0], self.x, tau)
         return np.stack([np.column_stack([m.predict(x) for m in self._member_models[k]])
                          for k in range(len(self.member_tau))])
 
 
-def _fit_arms(model, x: np.ndarray, tau: np.ndarray) -> list:
-    """One clone of ``model`` per arm, fitted to that arm's effects ``tau[:, j]``."""
-    return [clone(model).fit(x, tau[:, j]) for j in range(tau.shape[1])]
-
-
-#: From this many cells of X (units x columns) the blend's K regressions are fitted on one thread
-#: per core: on 2 cores 0.69 s against 1.04 s at 3,200 x 199 and 0.70 against 0.97 at
-#: 3,200 x 107, but 0.25 against 0.27 at 1,200 x 107 and 0.21 against 0.16 at 3,200 x 8.
-BLEND_THREADS_CELLS = 250_000
-
-
-def _map_threads(fn, jobs: list, parallel: bool) -> list:
-    """``[fn(*job) for job in jobs]``, on one thread per core where ``parallel`` (small data:
-    scikit-learn's boosting releases the GIL, and each job runs on one OpenMP thread, as under
-    :func:`nuisance_threads`, which a new thread does not inherit)."""
-    workers = min(len(jobs), available_cores()) if parallel else 1
-    if workers <= 1:
-        return [fn(*job) for job in jobs]
-
-    def one(job):
-        with nuisance_threads(0):
-            return fn(*job)
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(one, jobs))
-
-
-def held_out_mean(values: np.ndarray, train: np.ndarray) -> np.ndarray:
-    """Per unit, the mean of ``values`` (K, n, a) over the members that did not train on it
-    (``train``: (K, n) bool): (n, a); NaN where every member trained on the unit."""
-    unseen = (~train).astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.einsum("kna,kn->na", values, unseen) / unseen.sum(0)[:, None]
-
-
-@dataclass
+@dataclass(frozen=True)
 class BlendStage:
     r"""The effect reported without ``W``: the heads' effects blended with a regression of the
     doubly robust pseudo-outcomes on ``X``,
@@ -498,97 +461,56 @@ class BlendStage:
     .. math:: \hat\tau(x) = a\,\bar h(x) + b\,\frac1K \sum_j g_j(x) + c,
 
     where :math:`\bar h = \bar h_1 - \bar h_0` is the members' mean effect, :math:`g_j` (one
-    regressor per treated arm) is fitted to the pseudo-outcomes :math:`\psi_{ia} - \psi_{i0}`
-    (:func:`~dowhy_cfr.nuisance.aipw_scores` of the ``stage``: out-of-fold heads, cross-fitted
-    propensities; Kennedy's DR-learner) on the units member ``j`` trained on, and :math:`c` makes
-    the mean over the fitted units the doubly robust average effect. The weights
-    :math:`(a, b)` are :math:`(\lambda, 1 - \lambda)` by the R-loss of Nie & Wager (2021) of
-    the out-of-fold effects, or (0, 0) where a constant effect has the lower R-loss
-    (:func:`blend_weights`): the data choose how far the heads' smooth effects move toward the
-    trees' thresholds and steps, and whether the variation in either predicts anything
-    (``docs/parameters.md``, item 9).
+    regressor per treated arm) was fitted to the pseudo-outcomes :math:`\psi_{ia} - \psi_{i0}`
+    (:func:`~dowhy_cfr.nuisance.aipw_scores`: out-of-fold heads, cross-fitted propensities;
+    Kennedy's DR-learner) on the units member ``j`` trained on, and :math:`c` (``shift``) makes
+    the mean over the fitted units the doubly robust average effect. The weights ``(a, b)`` are
+    :math:`(\lambda, 1 - \lambda)` by the R-loss of Nie & Wager (2021) of the out-of-fold
+    effects, or (0, 0) where a constant effect has the lower R-loss
+    (:func:`~dowhy_cfr.nuisance.blend_weights`; ``docs/parameters.md``, item 9). The fit path
+    builds it (:func:`dowhy_cfr.fitting.blend_stage`); this object only holds and applies it.
 
     For the members' jackknife of the pointwise intervals, member ``j``'s effect is its own
     blend :math:`a h_j + b g_j` (unshifted: only the spread counts). Where the constant effect
-    is chosen, member ``j``'s effect is :math:`\hat\theta_{(-j)}`, the mean of the
-    pseudo-outcomes over the units it trained on (the average effect with fold j deleted): the
-    interval at every x is then the jackknife interval of the average effect, not of width zero.
+    is chosen, member ``j``'s effect is ``deleted[j]``, :math:`\hat\theta_{(-j)}`, the mean of
+    the pseudo-outcomes over the units it trained on (the average effect with fold j deleted):
+    the interval at every x is then the jackknife interval of the average effect.
 
     ``train`` (K, n) bool: the units member ``j`` (and regressor ``j``) trained on; ``model``
-    the unfitted regressor; ``seeds`` the members' seeds (each regressor's ``random_state``
-    where ``model``'s is None); ``stage`` the fitted units' :class:`DebiasedStage`, whose X
-    block the regressions are fitted on. The regressions are fitted on first use
-    (:meth:`fit`, which ``CFR.fit`` calls), so the fits of DoWhy's refuters, which need only
-    average effects, do not pay for them; the result is the same whenever it is computed.
+    the unfitted regressor (saved with the model: a loaded model refits the regressions,
+    deterministically from the members' seeds); ``models`` K lists of fitted regressors, one
+    per treated arm.
     """
 
     train: np.ndarray
     model: Any
-    seeds: list
-    stage: "DebiasedStage"
-    _fit: dict = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def x(self) -> np.ndarray:
-        """The X block of the fitted units (n, n_x)."""
-        return self.stage.x
-
-    @property
-    def pseudo(self) -> np.ndarray:
-        """The doubly robust pseudo-outcomes of each treated arm vs control: (n, n_arms - 1)."""
-        st = self.stage
-        scores = aipw_scores(st.y, st.arms, st.mu, st.e)
-        return scores[:, 1:] - scores[:, :1]
-
-    def fit(self) -> "BlendStage":
-        """Fit the K regressions and choose the weights (once); returns self."""
-        if self._fit:
-            return self
-        pseudo, x, st = self.pseudo, self.x, self.stage
-        jobs = [(seeded(self.model, sklearn_seed(seed)), x[rows], pseudo[rows])
-                for rows, seed in zip(self.train, self.seeds)]
-        with nuisance_threads(len(pseudo)):  # one OpenMP thread for small data, as the nuisances
-            parallel = len(pseudo) <= ONE_THREAD_UNITS and x.size >= BLEND_THREADS_CELLS
-            self._fit["models"] = _map_threads(_fit_arms, jobs, parallel)
-            regs = self.regressions(x)
-        reg_oof = held_out_mean(regs, self.train)
-        weights = blend_weights(st.y, st.arms, st.mu, st.e, effects_of(st.mu.T), reg_oof)
-        blended = self._stack(weights, effects_of(st.mu_plugin.T), regs.mean(0))
-        self._fit.update(weights=weights, shift=st.theta - blended.mean(0))
-        return self
-
-    @staticmethod
-    def _stack(weights, heads, regs):
-        return weights[0] * heads + weights[1] * regs
-
-    @property
-    def weights(self) -> np.ndarray:
-        """The heads' and the regressions' weights ``(a, b)``."""
-        return self.fit()._fit["weights"]
-
-    @property
-    def shift(self) -> np.ndarray:
-        """The constant (n_arms - 1,) that makes the mean over the fitted units the AIPW one."""
-        return self.fit()._fit["shift"]
-
-    @property
-    def models(self) -> list:
-        """K lists of fitted regressors, one per treated arm."""
-        return self.fit()._fit["models"]
-
-    def regressions(self, x: np.ndarray) -> np.ndarray:
-        """Each member's regression at the rows of ``x``: (K, m, n_arms - 1)."""
-        return np.stack([np.column_stack([m.predict(x) for m in arms]) for arms in self.models])
-
-    def predict(self, x: np.ndarray, heads: np.ndarray) -> np.ndarray:
-        """The reported effects (m, n_arms - 1) at the X block ``x`` given the members' mean
-        effect ``heads`` there."""
-        return self._stack(self.weights, heads, self.regressions(x).mean(0)) + self.shift
+    models: list
+    weights: np.ndarray  # (2,): (lam, 1 - lam), or (0, 0) for a constant effect
+    shift: np.ndarray  # (n_arms - 1,)
+    deleted: np.ndarray  # (K, n_arms - 1): the pseudo-outcomes' mean over member j's units
 
     @property
     def constant(self) -> bool:
         """Whether a constant effect was chosen (weights (0, 0))."""
         return not np.any(self.weights)
+
+    @property
+    def lam(self) -> float:
+        """The heads' weight lam of the mix (0 when a constant effect is reported)."""
+        return float(self.weights[0])
+
+    def regressions(self, x: np.ndarray) -> np.ndarray:
+        """Each member's regression at the rows of ``x``: (K, m, n_arms - 1)."""
+        return regressions_at(self.models, x)
+
+    def mix(self, heads: np.ndarray, regs: np.ndarray) -> np.ndarray:
+        """``a * heads + b * regs`` (unshifted)."""
+        return self.weights[0] * heads + self.weights[1] * regs
+
+    def predict(self, x: np.ndarray, heads: np.ndarray) -> np.ndarray:
+        """The reported effects (m, n_arms - 1) at the X block ``x`` given the members' mean
+        effect ``heads`` there."""
+        return self.mix(heads, self.regressions(x).mean(0)) + self.shift
 
     def member_predictions(self, x: np.ndarray, member_heads: np.ndarray) -> np.ndarray:
         r"""Each member's effects (K, m, n_arms - 1) at the X block ``x`` from its heads'
@@ -596,54 +518,13 @@ class BlendStage:
         constant is chosen its :math:`\hat\theta_{(-j)}` at every row. Their spread is the
         members' jackknife."""
         if self.constant:
-            pseudo = self.pseudo
-            deleted = np.stack([pseudo[rows].mean(0) for rows in self.train])  # (K, n_arms - 1)
-            return np.repeat(deleted[:, None, :], len(x), axis=1)
-        return self._stack(self.weights, member_heads, self.regressions(x))
+            return np.repeat(self.deleted[:, None, :], len(x), axis=1)
+        return self.mix(member_heads, self.regressions(x))
 
 
-def blend_weights(y, arms, mu, e, heads_oof, reg_oof) -> np.ndarray:
-    r"""The weights :math:`(a, b)` of :class:`BlendStage`, chosen by the R-loss of Nie & Wager
-    (2021, Eq. 4; one treatment indicator per treated arm) of out-of-fold effects,
-
-    .. math:: L(\tau) = \min_c \sum_i \Big(y_i - m(x_i) - \sum_{a \ge 1}
-              (1[t_i = a] - e_a(x_i)) \big(\tau_a(x_i) + c_a\big)\Big)^2,
-
-    with :math:`m = \sum_a e_a \mu_a` from the out-of-fold outcome predictions ``mu`` (n, n_arms)
-    and the cross-fitted propensities ``e`` (rows renormalised to sum to one), :math:`A` the
-    heads' out-of-fold effects ``heads_oof`` and :math:`B` the regressions' ``reg_oof`` (both
-    (n, n_arms - 1)); the constant :math:`c_a` is free (the level is set by the doubly robust
-    average). First the mix :math:`\lambda A + (1 - \lambda) B`: :math:`\lambda` minimises
-    :math:`L` (a quadratic, clipped to [0, 1]; 1 when the two agree everywhere). Then the
-    model choice: if the mix's out-of-fold variation does not lower :math:`L` below a constant
-    effect's (:math:`\tau = 0`), the weights are (0, 0) -- the effect is reported as constant --
-    else :math:`(\lambda, 1 - \lambda)`. A discrete choice rather than a fitted shrinkage
-    factor: each out-of-fold prediction comes from one member's regression, noisier than the
-    average reported, so a factor fitted to them would shrink real heterogeneity too. Rows with a
-    NaN are left out; (1, 0) when no row is left."""
-    e = np.asarray(e, dtype=float)
-    e = e / e.sum(1, keepdims=True)
-    onehot = np.asarray(arms)[:, None] == np.arange(e.shape[1])
-    u = onehot[:, 1:] - e[:, 1:]
-    r = np.asarray(y, dtype=float) - (e * mu).sum(1)
-    g = (u * (heads_oof - reg_oof)).sum(1)
-    c = (u * reg_oof).sum(1)
-    ok = np.isfinite(g) & np.isfinite(c) & np.isfinite(r)
-    if not ok.any():
-        return np.array([1.0, 0.0])
-    u, r, g, c = u[ok], r[ok], g[ok], c[ok]
-    denom = float(np.sum(g ** 2))
-    lam = 1.0 if denom <= 0 else float(np.clip(np.sum(g * (r - c)) / denom, 0.0, 1.0))
-    blend = lam * g + c  # sum_a u_a (lam A_a + (1 - lam) B_a)
-    if _r_loss(r, u) <= _r_loss(r - blend, u):
-        return np.array([0.0, 0.0])
-    return np.array([lam, 1.0 - lam])
-
-
-def _r_loss(residual: np.ndarray, u: np.ndarray) -> float:
-    """``min_c sum_i (residual_i - u_i . c)^2``: the R-loss left after the best constant."""
-    coef = np.linalg.lstsq(u, residual, rcond=None)[0]
-    return float(np.sum((residual - u @ coef) ** 2))
+def regressions_at(models: list, x: np.ndarray) -> np.ndarray:
+    """K lists of per-arm regressors evaluated at the rows of ``x``: (K, m, n_arms - 1)."""
+    return np.stack([np.column_stack([m.predict(x) for m in arms]) for arms in models])
 
 
 # ----------------------------------------------------------------------------- debiased stage

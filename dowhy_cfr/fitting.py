@@ -44,15 +44,16 @@ from . import plans as P
 from .core import ALPHA_GRID, CFRConfig, TrainingDivergedError, train_cfr
 from .fitted import (BlendStage, Columns, DebiasedStage, FinalStage, FittedCFR, FittedMembers,
                      Preprocessing, TreatmentEncoding, effects_of, encode_treatment,
-                     held_out_mean, member_outputs, plain)
+                     member_outputs, plain, regressions_at)
 from .metrics import SELECTION_CRITERIA, Nuisances, selection_scores
-from .nuisance import (Propensity, aipw_scores, cross_fit_outcomes, cross_fit_propensity,
+from .nuisance import (Propensity, aipw_scores, blend_weights, cross_fit_dr_learner,
+                       cross_fit_outcomes, cross_fit_propensity, held_out_mean,
                        propensity_candidates, sklearn_seed)
 
 __all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "FitSettings", "FitData", "Trained",
            "alpha_grid", "resolve_device", "show_progress", "resolve_loss", "prepare",
            "train_members", "propensity_of", "select_alpha", "debiased_stage", "final_stage",
-           "blend_stage", "BLEND_MODEL", "assemble", "fit", "fit_stacked", "bootstrap",
+           "blend_stage", "fit_blend", "BLEND_MODEL", "assemble", "fit", "fit_stacked", "bootstrap",
            "out_of_fold", "StreamSource"]
 
 #: The estimator parameters that are fields of the core's :class:`~dowhy_cfr.core.CFRConfig`
@@ -526,15 +527,32 @@ BLEND_MODEL = HistGradientBoostingRegressor(max_depth=2, learning_rate=0.05, max
 def blend_stage(settings: FitSettings, data: FitData, members: FittedMembers,
                 stage: DebiasedStage, *, cross_fit: bool) -> BlendStage | None:
     """Without W, with ``final_blend``, the doubly robust stage and K-fold members: the heads
-    blended with regressions of the pseudo-outcomes on X on each member's training units, the
-    weight by the out-of-fold R-loss (:class:`~dowhy_cfr.fitted.BlendStage`, fitted on first
-    use). None otherwise."""
+    blended with regressions of the pseudo-outcomes on X (:class:`~dowhy_cfr.fitted.BlendStage`).
+    None otherwise."""
     n_x = data.columns.n_x
     if (not settings.final_blend or data.columns.n_w or n_x == 0 or stage.e is None
             or not cross_fit or members.train_rows is None or members.n_models < 2):
         return None
     model = BLEND_MODEL if settings.model_final is None else settings.model_final
-    return BlendStage(members.train_mask(len(data.y)), model, list(members.seeds), stage)
+    return fit_blend(members.train_mask(len(data.y)), model, list(members.seeds), stage)
+
+
+def fit_blend(train: np.ndarray, model, seeds: list, stage: DebiasedStage) -> BlendStage:
+    """The blend of the heads' effects with the DR-learner over the fitted units of ``stage``:
+    regressor j of the pseudo-outcomes fitted on member j's units ``train[j]``
+    (:func:`~dowhy_cfr.nuisance.cross_fit_dr_learner`), the weights chosen by the R-loss of the
+    out-of-fold effects (:func:`~dowhy_cfr.nuisance.blend_weights`), and the shift that makes the
+    mean over the fitted units the AIPW average effect. Deterministic given the seeds (a loaded
+    model refits it)."""
+    scores = aipw_scores(stage.y, stage.arms, stage.mu, stage.e)
+    pseudo = scores[:, 1:] - scores[:, :1]
+    models = cross_fit_dr_learner(model, stage.x, pseudo, train, seeds)
+    regs = regressions_at(models, stage.x)
+    weights = blend_weights(stage.y, stage.arms, stage.mu, stage.e, effects_of(stage.mu.T),
+                            held_out_mean(regs, train))
+    blended = weights[0] * effects_of(stage.mu_plugin.T) + weights[1] * regs.mean(0)
+    deleted = np.stack([pseudo[rows].mean(0) for rows in train])
+    return BlendStage(train, model, models, weights, stage.theta - blended.mean(0), deleted)
 
 
 def assemble(settings: FitSettings, trained: Trained, data: FitData,
@@ -613,8 +631,6 @@ def fit(est, Y, T, X, W=None, groups=None) -> FittedCFR:
         trained, scores = select_alpha(settings, trained, data, propensity, len(seeds))
     fitted = assemble(settings, trained, data, propensity if settings.debias else None,
                       alpha_scores=scores)
-    if fitted.blend is not None:
-        fitted.blend.fit()  # a fit's time includes its blend (stacked fits defer it)
     return fitted
 
 

@@ -1,11 +1,11 @@
 """The blend stage (``final_blend``): the heads' effects blended with a doubly robust regression
-on X, the weight chosen by the out-of-fold R-loss (dowhy_cfr.fitted.BlendStage)."""
+on X, the weight chosen by the out-of-fold R-loss (dowhy_cfr.fitting.fit_blend, dowhy_cfr.fitted.BlendStage)."""
 
 import numpy as np
 import pytest
 
 from dowhy_cfr import CFR, TARNet
-from dowhy_cfr.fitted import blend_weights
+from dowhy_cfr.nuisance import blend_weights
 
 
 def _step_data(n, seed):
@@ -191,12 +191,16 @@ def test_final_blend_must_be_a_bool():
 def test_the_regressions_fitted_on_threads_equal_the_serial_ones(monkeypatch):
     """Wide tables fit the K regressions on one thread per core (BLEND_THREADS_CELLS); the
     result must not depend on it."""
-    import dowhy_cfr.fitted as fitted_module
+    import dowhy_cfr.nuisance as nuisance_module
+    from dowhy_cfr.fitting import fit_blend
     X, T, Y, _ = _step_data(600, 7)
     est = CFR(n_iter=100, random_state=0, verbose=0).fit(Y, T, X=X)
     blend, effects = est.fitted_.blend, {}
     for cells in (0, 10**12):
-        monkeypatch.setattr(fitted_module, "BLEND_THREADS_CELLS", cells)
-        blend._fit.clear()
-        effects[cells] = est.effect(X[:50])
+        monkeypatch.setattr(nuisance_module, "BLEND_THREADS_CELLS", cells)
+        refit = fit_blend(blend.train, blend.model, est.seeds_, est.fitted_.debiased)
+        heads = est.fitted_.tau(est.fitted_.preprocessing.x(X[:50]))
+        effects[cells] = refit.predict(X[:50], heads)
+        np.testing.assert_array_equal(refit.weights, blend.weights)
     np.testing.assert_array_equal(effects[0], effects[10**12])
+    np.testing.assert_array_equal(effects[0][:, 0], est.effect(X[:50]))

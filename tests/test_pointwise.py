@@ -9,6 +9,7 @@ from scipy.stats import t as student_t
 
 from dowhy_cfr import CFR, CFRBootstrapInference
 from dowhy_cfr.inference import jackknife_stderr
+from dowhy_cfr.nuisance import aipw_scores
 from helpers import TINY, make_confounded
 
 K = 5
@@ -33,7 +34,9 @@ def _member_effects(est, X):
         return heads
     a, b = blend.weights
     if a == b == 0:
-        pseudo = blend.pseudo[:, 0]
+        st = fitted.debiased
+        scores = aipw_scores(st.y, st.arms, st.mu, st.e)
+        pseudo = scores[:, 1] - scores[:, 0]
         return np.repeat([[pseudo[rows].mean()] for rows in blend.train], len(X), axis=1)
     return a * heads + b * blend.regressions(np.asarray(X, dtype=float))[:, :, 0]
 
