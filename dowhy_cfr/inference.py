@@ -33,7 +33,7 @@ from . import _validation as V
 from . import fitting
 from .debiased import TARGETS, AverageEffect, aipw_terms, best_linear_projection
 from .fitted import effects_of, plain
-from .nuisance import Propensity
+from .nuisance import CLIPPED_WARN_SHARE, Propensity
 
 __all__ = ["CFRBootstrapInference", "CFRAIPWInference", "AverageEffectsMixin", "AverageSummary",
            "jackknife_stderr"]
@@ -219,6 +219,20 @@ def _portable(res):
     return res
 
 
+def _clipped_line(stage) -> list:
+    """The summary's line on the clipped propensities (none without a recorded share)."""
+    share = None if stage is None else stage.clipped_share
+    if share is None:
+        return []
+    line = (f"Propensities: {share:.1%} of the fitted units had an estimated propensity below "
+            f"min_propensity={stage.min_propensity:g} for some arm, clipped to it "
+            f"(clipped_share_).")
+    if share > CLIPPED_WARN_SHARE:
+        line += (f" Above {CLIPPED_WARN_SHARE:.0%}: the clip biases the averages towards the "
+                 f"outcome model's; check overlap, trim the sample or lower min_propensity.")
+    return [line]
+
+
 def _one_label(T, name):
     values = np.unique(np.asarray(T, dtype=object).ravel())
     if len(values) != 1:
@@ -391,7 +405,8 @@ class AverageEffectsMixin:
                        f"Average effects on {output} over the {len(self.fitted_.debiased.y)} "
                        f"fitted units")
         smry.add_extra_txt([f"ATE: all fitted units; ATT/ATC: the units at the treated/control "
-                            f"arm. Standard errors: {source}; normal {1 - alpha:.0%} intervals."])
+                            f"arm. Standard errors: {source}; normal {1 - alpha:.0%} intervals."]
+                           + _clipped_line(self.fitted_.debiased))
         return smry
 
     def _summary_arms(self, T) -> list | None:
@@ -651,7 +666,8 @@ class _StackedBootstrapEstimator(BootstrapEstimator):
             template.set_params(n_iter=int(self._n_steps), patience=None)
         base = est.random_state if self._random_state is None else self._random_state
         stage = est.fitted_.debiased
-        propensity = None if stage.e is None else Propensity(stage.e, stage.propensity_model)
+        propensity = (None if stage.e is None else
+                      Propensity(stage.e, stage.propensity_model, stage.clipped))
         fits = fitting.bootstrap(template, Y, T, X, W, self._n_bootstrap_samples, base,
                                  propensity=propensity)
         self._instances = [clone(template)._set_fitted(f, Y, T, X) for f in fits]
