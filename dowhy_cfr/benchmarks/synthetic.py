@@ -267,8 +267,10 @@ def quartile_coverage(truth, lower, upper) -> dict:
 
     Parameters
     ----------
-    truth : array_like (m,), the true tau(x) of the units
-    lower, upper : array_like, broadcastable to (m,): the intervals (NaN: none)
+    truth : array_like of shape (m,)
+        The true effects of the units.
+    lower, upper : array_like
+        The intervals, broadcastable to (m,) (NaN: the method has none).
 
     Returns
     -------
