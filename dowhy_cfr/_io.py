@@ -15,9 +15,8 @@ final-stage model (used when ``W`` was given at fit) is saved as its scikit-lear
 parameters plus the data it was fitted on, and refitted on load -- deterministic for
 scikit-learn's estimators with a fixed ``random_state``. The debiased stage (the fitted units'
 outcomes, arms, outcome predictions, propensities and the units whose propensity was clipped)
-is saved as arrays; a ``model_propensity``
-other than the default is saved as its name(s) or scikit-learn class and parameters (it is only
-used at fit).
+is saved as arrays; a ``model_propensity`` other than the default is saved as its name(s) or
+scikit-learn class and parameters (it is only used at fit).
 """
 
 from __future__ import annotations

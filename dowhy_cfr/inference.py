@@ -224,12 +224,13 @@ def _clipped_line(stage) -> list:
     share = None if stage is None else stage.clipped_share
     if share is None:
         return []
+    clip = "min_propensity" if stage.min_propensity is None else \
+        f"min_propensity={stage.min_propensity:g}"
     line = (f"Propensities: {share:.1%} of the fitted units had an estimated propensity below "
-            f"min_propensity={stage.min_propensity:g} for some arm, clipped to it "
-            f"(clipped_share_).")
+            f"{clip} for some arm, clipped to it (clipped_share_).")
     if share > CLIPPED_WARN_SHARE:
-        line += (f" Above {CLIPPED_WARN_SHARE:.0%}: the clip biases the averages towards the "
-                 f"outcome model's; check overlap, trim the sample or lower min_propensity.")
+        line += (f" Above {CLIPPED_WARN_SHARE:.0%}: limited overlap, the averages lean on the "
+                 f"outcome model there; check overlap, trim the sample or lower min_propensity.")
     return [line]
 
 
