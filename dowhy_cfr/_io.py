@@ -14,9 +14,9 @@ Only JSON and plain numeric arrays are read back, so loading a file cannot execu
 final-stage model (used when ``W`` was given at fit) is saved as its scikit-learn class name and
 parameters plus the data it was fitted on, and refitted on load -- deterministic for
 scikit-learn's estimators with a fixed ``random_state``. The debiased stage (the fitted units'
-outcomes, arms, outcome predictions and propensities) is saved as arrays; a ``model_propensity``
-other than the default is saved as its name(s) or scikit-learn class and parameters (it is only
-used at fit).
+outcomes, arms, outcome predictions, propensities and the units whose propensity was clipped)
+is saved as arrays; a ``model_propensity`` other than the default is saved as its name(s) or
+scikit-learn class and parameters (it is only used at fit).
 """
 
 from __future__ import annotations
@@ -180,8 +180,9 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
     stage = fitted.debiased
     if stage is not None:
         state["debiased"] = {"has_e": stage.e is not None,
-                             "propensity_model": stage.propensity_model}
-        for name in ("x", "y", "arms", "mu", "mu_plugin", "e", "arm_shift"):
+                             "propensity_model": stage.propensity_model,
+                             "min_propensity": stage.min_propensity}
+        for name in ("x", "y", "arms", "mu", "mu_plugin", "e", "arm_shift", "clipped"):
             if getattr(stage, name) is not None:
                 arrays[f"debiased/{name}"] = getattr(stage, name)
     buf = io.BytesIO()
@@ -229,8 +230,13 @@ def _debiased(state, arrays):
     if spec is None:
         return None
     a = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("debiased/")}
+    clip, clipped = spec.get("min_propensity"), a.get("clipped")
+    if a.get("e") is not None and clipped is None:  # saved before the clipped units were kept:
+        # a clipped propensity equals the clip exactly
+        clip = state["params"].get("min_propensity") if clip is None else clip
+        clipped = None if clip is None else (a["e"] <= clip).any(axis=1)
     return DebiasedStage(a["x"], a["y"], a["arms"], a["mu"], a["mu_plugin"], a.get("e"),
-                         a["arm_shift"], spec.get("propensity_model"))
+                         a["arm_shift"], spec.get("propensity_model"), clipped, clip)
 
 
 def _blend(state, arrays, stage):

@@ -211,9 +211,9 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
     blend_weights_ : ndarray (2,) or None
         ``final_blend``'s weights of the heads and of ``g``: (lam, 1 - lam), or (0, 0) for a
         constant effect (None where no blend was fitted).
-    seeds_, loss_, propensity_model_ : list of int, str, str or None
-        Seed of each ensemble member; the loss used ("mse" or "logloss"); the propensity model
-        used ("logistic" or "boosting" by default, else a class name; None with debias=None).
+    seeds_, loss_, propensity_model_, clipped_share_ : list of int, str, str or None, float or None
+        Members' seeds; the loss ("mse"/"logloss"); the propensity model kept; the share of units
+        whose propensity was clipped at ``min_propensity`` (``fit`` warns above 10 %).
 
     Examples
     --------
@@ -244,9 +244,8 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
         device="cpu", verbose=1,
     ):
         params = locals()
-        for name in inspect.signature(CFR.__init__).parameters:
-            if name != "self":
-                setattr(self, name, params[name])
+        for name in list(inspect.signature(CFR.__init__).parameters)[1:]:  # all but self
+            setattr(self, name, params[name])
         super().__init__()
 
     # ------------------------------------------------------------------ fitted state
@@ -259,6 +258,7 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
     alpha_ = _fitted("config.alpha", "alpha_ (the alpha used)")
     alpha_scores_ = _fitted("alpha_scores", "alpha_scores_ (the alpha candidates' scores)")
     propensity_model_ = _fitted("debiased.propensity_model", "propensity_model_ (model used)")
+    clipped_share_ = _fitted("debiased.clipped_share", "clipped_share_ (clipped propensities)")
     loss_ = _fitted("preprocessing.loss", "loss_ (the loss used)")
     model_final_ = _fitted("final.models", "model_final_ (the final-stage models)")
     blend_weights_ = _fitted("blend.weights", "blend_weights_ (the weights of final_blend)")

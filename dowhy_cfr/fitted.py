@@ -540,7 +540,9 @@ class DebiasedStage:
     propensities (None: ``debias=None``). ``arm_shift`` (per arm) is added to the heads' potential
     outcomes: the AIPW estimate of ``E[Y(a)]`` minus the heads' mean over the fitted units, so that
     the mean effect over them is the AIPW ATE (zero with ``debias=None``). ``propensity_model``
-    names the propensity model used (:func:`~dowhy_cfr.nuisance.cross_fit_propensity`).
+    names the propensity model used (:func:`~dowhy_cfr.nuisance.cross_fit_propensity`);
+    ``clipped`` (n,) bool marks the units whose propensity of some arm was clipped at
+    ``min_propensity`` (None: not recorded; ``clipped_share`` their share).
     """
 
     x: np.ndarray  # (n, n_x)
@@ -551,6 +553,14 @@ class DebiasedStage:
     e: np.ndarray | None  # (n, n_arms); None with debias=None
     arm_shift: np.ndarray  # (n_arms,)
     propensity_model: str | None = None  # None with debias=None
+    clipped: np.ndarray | None = None  # (n,) bool; None with debias=None
+    min_propensity: float | None = None  # the clip; None with debias=None
+
+    @property
+    def clipped_share(self) -> float | None:
+        """The share of the fitted units whose propensity of some arm was clipped at
+        ``min_propensity`` (None with ``debias=None`` or where not recorded)."""
+        return None if self.clipped is None else float(np.mean(self.clipped))
 
     @property
     def shift(self) -> np.ndarray:

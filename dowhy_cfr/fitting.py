@@ -46,9 +46,9 @@ from .fitted import (BlendStage, Columns, DebiasedStage, FinalStage, FittedCFR, 
                      Preprocessing, TreatmentEncoding, effects_of, encode_treatment,
                      member_outputs, plain, regressions_at)
 from .metrics import SELECTION_CRITERIA, Nuisances, selection_scores
-from .nuisance import (Propensity, aipw_scores, blend_weights, cross_fit_dr_learner,
-                       cross_fit_outcomes, cross_fit_propensity, held_out_mean,
-                       propensity_candidates, sklearn_seed)
+from .nuisance import (Propensity, aipw_scores, blend_weights, clipped_warning,
+                       cross_fit_dr_learner, cross_fit_outcomes, cross_fit_propensity,
+                       held_out_mean, propensity_candidates, sklearn_seed)
 
 __all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "FitSettings", "FitData", "Trained",
            "alpha_grid", "resolve_device", "show_progress", "resolve_loss", "prepare",
@@ -479,10 +479,12 @@ def out_of_fold(outputs: np.ndarray, members: FittedMembers) -> np.ndarray:
 
 
 def debiased_stage(data: FitData, outputs: np.ndarray, members: FittedMembers,
-                   propensity: Propensity | None, *, cross_fit: bool) -> DebiasedStage:
+                   propensity: Propensity | None, *, cross_fit: bool,
+                   min_propensity: float | None = None) -> DebiasedStage:
     """The fitted units' doubly robust stage: outcome predictions (out-of-fold for cross-fitting
-    members), the propensity, and the shift that makes the heads' mean effect the AIPW one
-    (``propensity=None``: ``debias=None``, no shift)."""
+    members), the propensity (and its clip ``min_propensity``, with the units it clipped), and
+    the shift that makes the heads' mean effect the AIPW one (``propensity=None``:
+    ``debias=None``, no shift)."""
     mu_plugin = outputs.mean(0).T
     mu = mu_plugin
     if cross_fit and members.train_rows is not None:
@@ -494,7 +496,8 @@ def debiased_stage(data: FitData, outputs: np.ndarray, members: FittedMembers,
                              np.zeros(data.encoding.n_arms))
     arm_means = aipw_scores(data.y, data.arms, mu, propensity.e).mean(0)  # AIPW E[Y(a)]
     return DebiasedStage(x, data.y, data.arms, mu, mu_plugin, propensity.e,
-                         arm_means - mu_plugin.mean(0), propensity.model)
+                         arm_means - mu_plugin.mean(0), propensity.model, propensity.clipped,
+                         min_propensity)
 
 
 # ============================================================================== final stage
@@ -563,7 +566,8 @@ def assemble(settings: FitSettings, trained: Trained, data: FitData,
     members, pre = trained.members, trained.preprocessing
     outputs = trained.outputs(data.xw)
     cross_fit = settings.cross_fit if cross_fit is None else cross_fit
-    stage = debiased_stage(data, outputs, members, propensity, cross_fit=cross_fit)
+    stage = debiased_stage(data, outputs, members, propensity, cross_fit=cross_fit,
+                           min_propensity=settings.min_propensity)
     final = final_stage(settings, data, outputs, stage, members.seeds[0])
     blend = None if final else blend_stage(settings, data, members, stage, cross_fit=cross_fit)
     return FittedCFR(trained.config, data.encoding, data.columns, pre, members, stage.theta,
@@ -631,7 +635,21 @@ def fit(est, Y, T, X, W=None, groups=None) -> FittedCFR:
         trained, scores = select_alpha(settings, trained, data, propensity, len(seeds))
     fitted = assemble(settings, trained, data, propensity if settings.debias else None,
                       alpha_scores=scores)
+    _warn_clipped([fitted], settings.min_propensity, stacklevel=5)
     return fitted
+
+
+def _warn_clipped(fits: list, min_propensity: float, stacklevel: int) -> None:
+    """One UserWarning where the clipped share of a fit (of any of ``fits``, the datasets of a
+    stacked fit) exceeds :data:`~dowhy_cfr.nuisance.CLIPPED_WARN_SHARE`."""
+    shares = [f.debiased.clipped_share for f in fits if f.debiased is not None]
+    over = [s for s in shares if clipped_warning(s, min_propensity)]
+    if not over:
+        return
+    message = clipped_warning(max(over), min_propensity)
+    if len(fits) > 1:
+        message = f"{len(over)} of {len(fits)} datasets, the largest share: " + message
+    warnings.warn(message, UserWarning, stacklevel=stacklevel + 1)
 
 
 def fit_stacked(est, Y, T, X, W=None, units=None, seeds=None):
@@ -671,6 +689,7 @@ def fit_stacked(est, Y, T, X, W=None, units=None, seeds=None):
             members = dataclasses.replace(members, members=members.members.on_units(rows[j]))
         prop = propensities.get(used, member_seeds[j * e]) if settings.debias else None
         fits.append(assemble(settings, members, used, prop))
+    _warn_clipped(fits, settings.min_propensity, stacklevel=3)
     return fits, (ys[0], ts[0], xs[0])
 
 
@@ -774,7 +793,7 @@ def bootstrap(est, Y, T, X, W, n_replicas: int, random_state, *, propensity) -> 
     replicas = []
     for b in range(n_replicas):
         rows = np.concatenate(plans[b * e].split)
-        prop = None if propensity is None else Propensity(propensity.e[rows], propensity.model)
+        prop = None if propensity is None else propensity.subset(rows)
         replicas.append(assemble(settings, trained.subset(list(range(b * e, (b + 1) * e))),
                                  data.subset(rows), prop, cross_fit=False))
     return replicas

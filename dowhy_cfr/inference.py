@@ -32,10 +32,11 @@ from sklearn.base import clone
 from . import _validation as V
 from . import fitting
 from .debiased import TARGETS, AverageEffect, aipw_terms, best_linear_projection
-from .fitted import effects_of
-from .nuisance import Propensity
+from .fitted import effects_of, plain
+from .nuisance import CLIPPED_WARN_SHARE, Propensity
 
-__all__ = ["CFRBootstrapInference", "CFRAIPWInference", "AverageEffectsMixin", "jackknife_stderr"]
+__all__ = ["CFRBootstrapInference", "CFRAIPWInference", "AverageEffectsMixin", "AverageSummary",
+           "jackknife_stderr"]
 
 _POINTWISE = ("{name} under inference='aipw' (the default) reads the spread of the K-fold bagged "
               "ensemble members (a delete-a-group jackknife, docs/inference.md); {why}. Refit with "
@@ -60,7 +61,46 @@ def _t_bounds(point, stderr, alpha: float, df: int):
     return point - q * stderr, point + q * stderr
 
 
-class _JackknifeSummary(PopulationSummaryResults):
+class AverageSummary(PopulationSummaryResults):
+    """EconML's population summary of an average effect, shaped as EconML's estimators shape
+    theirs (the mean has the outcome's shape: a scalar for ``Y`` of shape (n,), (1,) for
+    (n, 1)), plus :meth:`summary_frame`, the mean's rows as a DataFrame."""
+
+    def summary_frame(self, alpha=None, value=None, decimals=None, output_names=None,
+                      treatment_names=None) -> pd.DataFrame:
+        """The rows of the first table of :meth:`summary` (one per outcome and treated arm):
+        ``mean_point``, ``stderr_mean``, ``zstat``, ``pvalue``, ``ci_mean_lower``,
+        ``ci_mean_upper``, indexed by outcome ``Y`` and treatment ``T`` names.
+
+        Parameters
+        ----------
+        alpha : float, optional
+            Interval at level ``1 - alpha`` (default the results' ``alpha``, 0.05).
+        value : float, optional
+            The null value of the z-test (default the results' ``value``, 0).
+        decimals : int, optional
+            Rounding (default the results' ``decimals``, 3).
+        output_names, treatment_names : list of str, optional
+            Row names (default those of the estimator, else ``Y0``, ``T0``, ...).
+        """
+        alpha = self.alpha if alpha is None else alpha
+        value = self.value if value is None else value
+        decimals = self.decimals if decimals is None else decimals
+        lower, upper = self.conf_int_mean(alpha=alpha)
+        columns = {"mean_point": self.mean_point, "stderr_mean": self.stderr_mean,
+                   "zstat": self.zstat(value=value), "pvalue": self.pvalue(value=value),
+                   "ci_mean_lower": lower, "ci_mean_upper": upper}
+        outputs = output_names or self.output_names or [f"Y{i}" for i in range(self.d_y)]
+        treatments = (treatment_names or self.treatment_names
+                      or [f"T{i}" for i in range(self._d_t)])
+        index = pd.MultiIndex.from_product([list(outputs), list(treatments)], names=["Y", "T"])
+        size = len(index)
+        frame = pd.DataFrame({k: np.broadcast_to(np.asarray(v, dtype=float).ravel(), (size,))
+                              for k, v in columns.items()}, index=index)
+        return frame.round(decimals)
+
+
+class _JackknifeSummary(AverageSummary):
     """EconML's population summary whose mean's interval and p-value use Student's t with
     ``df = K - 1`` (the members' jackknife of an average over given units)."""
 
@@ -77,7 +117,7 @@ class _JackknifeSummary(PopulationSummaryResults):
         return 2 * student_t.sf(np.abs(self.zstat(value=value)), self.df)
 
 
-def _arm_summary(est, X, estimates, stderrs, df=None) -> PopulationSummaryResults:
+def _arm_summary(est, X, estimates, stderrs, df=None) -> AverageSummary:
     """EconML's population summary of each treated arm's average effect (``const_marginal_ate``,
     shape ``d_y + d_t`` as EconML's discrete-treatment estimators): the arms' averages over the
     fitted units (X None) or the pointwise effects at X, with the given standard errors of the
@@ -88,8 +128,24 @@ def _arm_summary(est, X, estimates, stderrs, df=None) -> PopulationSummaryResult
     # pred_stderr: zeros so that summary() prints the mean's rows
     args = dict(pred=pred, pred_stderr=np.zeros_like(pred),
                 mean_pred_stderr=np.reshape(stderrs, shape), d_t=shape[-1],
-                d_y=est._d_y[0] if est._d_y else 1)
-    return PopulationSummaryResults(**args) if df is None else _JackknifeSummary(**args, df=df)
+                d_y=est._d_y[0] if est._d_y else 1, output_names=est.cate_output_names(),
+                treatment_names=est.cate_treatment_names())
+    return AverageSummary(**args) if df is None else _JackknifeSummary(**args, df=df)
+
+
+def _ate_summary(est, pred, pred_stderr, mean_stderr, df=None) -> AverageSummary:
+    """EconML's population summary of one average effect (``ate_inference``): ``pred`` the
+    average itself (X None) or the effects at the rows of X, shaped ``(m,) + d_y`` as
+    ``effect(X)``; the standard error of the mean shaped ``d_y`` (a scalar for ``Y`` of shape
+    (n,)), as EconML's ``conf_int_mean`` indexes it."""
+    d_y = tuple(est._d_y)
+    pred = np.reshape(np.asarray(pred, dtype=float), (-1,) + d_y)
+    stderr = np.asarray(pred_stderr, dtype=float)
+    stderr = np.full(pred.shape, float(stderr)) if stderr.ndim == 0 else stderr.reshape(pred.shape)
+    args = dict(pred=pred, pred_stderr=stderr,
+                mean_pred_stderr=np.reshape(np.asarray(mean_stderr, dtype=float), d_y),
+                d_t=1, d_y=d_y[0] if d_y else 1, output_names=est.cate_output_names())
+    return AverageSummary(**args) if df is None else _JackknifeSummary(**args, df=df)
 
 
 def _per_row(value, pred):
@@ -161,6 +217,21 @@ def _portable(res):
         return _RowNormalResults(res.d_t, res.d_y, res.pred, res.pred_stderr,
                                  res.mean_pred_stderr, res.inf_type, None, **names)
     return res
+
+
+def _clipped_line(stage) -> list:
+    """The summary's line on the clipped propensities (none without a recorded share)."""
+    share = None if stage is None else stage.clipped_share
+    if share is None:
+        return []
+    clip = "min_propensity" if stage.min_propensity is None else \
+        f"min_propensity={stage.min_propensity:g}"
+    line = (f"Propensities: {share:.1%} of the fitted units had an estimated propensity below "
+            f"{clip} for some arm, clipped to it (clipped_share_).")
+    if share > CLIPPED_WARN_SHARE:
+        line += (f" Above {CLIPPED_WARN_SHARE:.0%}: limited overlap, the averages lean on the "
+                 f"outcome model there; check overlap, trim the sample or lower min_propensity.")
+    return [line]
 
 
 def _one_label(T, name):
@@ -279,12 +350,13 @@ class AverageEffectsMixin:
             return self.const_marginal_ate(None)
         return super().marginal_ate(T, X)
 
-    def summary(self, alpha=0.05, *, value=0, decimals=3, treatment_names=None,
-                output_names=None) -> Summary:
+    def summary(self, T=None, *, alpha=0.05, value=0, decimals=3, feature_names=None,
+                treatment_names=None, output_names=None) -> Summary:
         """The average effects over the fitted units with their intervals, as an EconML summary.
 
         One row per average (ATE, ATT, ATC; ``"ATE|T_b"`` etc. with several treated arms) of each
-        treated arm vs the control arm: ``point_estimate``, ``stderr``, ``zstat`` and ``pvalue``
+        treated arm vs the control arm (``T``: that arm only, as EconML's discrete-treatment
+        estimators' ``summary(T)``): ``point_estimate``, ``stderr``, ``zstat`` and ``pvalue``
         of the z-test of ``effect == value``, and the normal ``1 - alpha`` interval ``ci_lower``,
         ``ci_upper`` (the columns of EconML's ``summary_frame``). EconML's linear estimators
         summarise their final-stage coefficients; CFR has no linear final stage, so its summary
@@ -297,6 +369,22 @@ class AverageEffectsMixin:
         bootstrap replicas' averages (``inference="bootstrap"``, each replica averaging over its
         own resample).
 
+        Parameters
+        ----------
+        T : treatment label, optional
+            A treated arm: its rows only (default every treated arm). The first positional
+            argument, as in EconML's discrete-treatment estimators; give ``alpha`` by keyword.
+        alpha : float, default 0.05
+            Intervals at level ``1 - alpha``.
+        value : float, default 0
+            The null value of the z-tests.
+        decimals : int, default 3
+            Rounding.
+        feature_names : list of str, optional
+            Accepted as EconML's ``summary`` accepts it; unused (no coefficient table).
+        treatment_names, output_names : list of str, optional
+            Names of the treated arms and of the outcome (default those seen at fit).
+
         Returns
         -------
         econml.utilities.Summary
@@ -304,7 +392,7 @@ class AverageEffectsMixin:
         """
         if not 0 < float(alpha) < 1:
             raise ValueError(f"alpha={alpha!r} must be in (0, 1), e.g. 0.05")
-        rows, labels, source = self._average_rows(treatment_names)
+        rows, labels, source = self._average_rows(treatment_names, self._summary_arms(T))
         estimate, stderr = np.array(rows).T
         with np.errstate(divide="ignore", invalid="ignore"):
             z = (estimate - value) / stderr
@@ -318,12 +406,30 @@ class AverageEffectsMixin:
                        f"Average effects on {output} over the {len(self.fitted_.debiased.y)} "
                        f"fitted units")
         smry.add_extra_txt([f"ATE: all fitted units; ATT/ATC: the units at the treated/control "
-                            f"arm. Standard errors: {source}; normal {1 - alpha:.0%} intervals."])
+                            f"arm. Standard errors: {source}; normal {1 - alpha:.0%} intervals."]
+                           + _clipped_line(self.fitted_.debiased))
         return smry
 
-    def _average_rows(self, treatment_names=None):
-        """``(estimate, stderr)`` per treated arm and target, their row labels and where the
-        standard errors come from; ValueError without an inference for the averages."""
+    def _summary_arms(self, T) -> list | None:
+        """The treated arms (categories) ``summary(T)`` reports: ``[T]``, or None for all;
+        ValueError naming the choices for anything else."""
+        if T is None:
+            return None
+        cats = self._check_fitted().encoding.categories
+        label = _one_label([T], "T") if np.ndim(T) == 0 else _one_label(T, "T")
+        if label in cats[1:]:
+            return [cats[cats.index(label)]]
+        treated = [plain(c) for c in cats[1:]]
+        why = ("is the control arm" if label == cats[0] else "is not a fitted treatment level")
+        raise ValueError(f"summary(T={plain(label)!r}): T {why}; T selects the treated arm to "
+                         f"summarise against the control {plain(cats[0])!r} (as EconML's "
+                         f"summary(T)), one of {treated}, or None for all. Pass the interval "
+                         f"level by keyword: summary(alpha=...)")
+
+    def _average_rows(self, treatment_names=None, arms=None):
+        """``(estimate, stderr)`` per treated arm (``arms``: these only) and target, their row
+        labels and where the standard errors come from; ValueError without an inference for
+        the averages."""
         stage = self._check_fitted().debiased
         replicas = _replicas(getattr(self, "_inference", None))
         debiased = stage is not None and stage.e is not None
@@ -335,6 +441,8 @@ class AverageEffectsMixin:
         names = self.cate_treatment_names(treatment_names)
         rows, labels = [], []
         for arm, name in zip(cats[1:], names):
+            if arms is not None and arm not in arms:
+                continue
             for target in TARGETS:
                 res = self.average_effect(target, T0=cats[0], T1=arm, debiased=debiased)
                 stderr = res.stderr if replicas is None else float(np.std(
@@ -426,15 +534,12 @@ class CFRAIPWInference(Inference):
         members' jackknife standard error of that mean (t quantiles)."""
         if not self._fitted_units(X):
             pred, effects = self._member_effects(X, T0, T1, "ate_inference")
-            return _JackknifeSummary(pred=pred, pred_stderr=jackknife_stderr(effects).reshape(
-                pred.shape), mean_pred_stderr=float(jackknife_stderr(effects.mean(1))), d_t=1,
-                d_y=self.d_y, df=len(effects) - 1)
+            return _ate_summary(self._est, pred, jackknife_stderr(effects),
+                                jackknife_stderr(effects.mean(1)), df=len(effects) - 1)
         res = self._est.average_effect("ate", T0=T0, T1=T1)
-        pred = np.array([res.estimate]) if X is None else np.asarray(
-            self._est.effect(X, T0=T0, T1=T1), dtype=float)
+        pred = res.estimate if X is None else self._est.effect(X, T0=T0, T1=T1)
         # pred_stderr: zeros so that summary() prints the mean's rows; there are no pointwise ones
-        return PopulationSummaryResults(pred=pred, pred_stderr=np.zeros_like(pred),
-                                        mean_pred_stderr=res.stderr, d_t=1, d_y=self.d_y)
+        return _ate_summary(self._est, pred, 0.0, res.stderr)
 
     def ate_interval(self, X=None, *, T0=0, T1=1, alpha=0.05):
         return self.ate_inference(X, T0=T0, T1=T1).conf_int_mean(alpha=alpha)
@@ -562,7 +667,8 @@ class _StackedBootstrapEstimator(BootstrapEstimator):
             template.set_params(n_iter=int(self._n_steps), patience=None)
         base = est.random_state if self._random_state is None else self._random_state
         stage = est.fitted_.debiased
-        propensity = None if stage.e is None else Propensity(stage.e, stage.propensity_model)
+        propensity = (None if stage.e is None else
+                      Propensity(stage.e, stage.propensity_model, stage.clipped))
         fits = fitting.bootstrap(template, Y, T, X, W, self._n_bootstrap_samples, base,
                                  propensity=propensity)
         self._instances = [clone(template)._set_fitted(f, Y, T, X) for f in fits]
@@ -673,11 +779,9 @@ class CFRBootstrapInference(BootstrapInference):
         """EconML's population summary of ``ate(X)`` with the replicas' standard deviation as
         its standard error (normal intervals; ``ate_interval`` uses ``bootstrap_type``)."""
         wrapped = self._est._wrapped
-        pred = np.atleast_1d(wrapped.ate(X, T0=T0, T1=T1)) if X is None else np.asarray(
-            wrapped.effect(X, T0=T0, T1=T1), dtype=float)
-        return PopulationSummaryResults(pred=pred, pred_stderr=np.zeros_like(pred),
-                                        mean_pred_stderr=self.ate_stderr(X, T0=T0, T1=T1),
-                                        d_t=1, d_y=self.d_y)
+        pred = (wrapped.ate(X, T0=T0, T1=T1) if X is None
+                else wrapped.effect(X, T0=T0, T1=T1))
+        return _ate_summary(wrapped, pred, 0.0, self.ate_stderr(X, T0=T0, T1=T1))
 
     def const_marginal_ate_interval(self, X=None, *, alpha=0.05):
         """The ``bootstrap_type`` interval of each arm's average effect, from the replicas."""

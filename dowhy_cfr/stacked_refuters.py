@@ -85,7 +85,8 @@ from .nuisance import propensity_candidates
 from .dowhy_adapter import CFREstimator, in_data_order
 
 __all__ = ["REFUTERS", "refute_stacked", "stacking_options", "stacking_enabled", "dowhy_refuter",
-           "is_cfr_estimate", "check_placebo_treatment", "explain", "refute_all"]
+           "is_cfr_estimate", "check_placebo_treatment", "explain", "refute_all",
+           "family_verdict", "explain_family"]
 
 #: DoWhy method names -> (module in ``dowhy.causal_refuters``, refuter function name).
 REFUTERS = {
@@ -486,6 +487,9 @@ def refute_all(model, estimand, estimate, refuters=tuple(REFUTERS), *, simulatio
     re-estimates ``sim_sd`` (stacked runs) and DoWhy's p-value; the first result of
     refuters returning a list). ``callback(name, refutation, seconds)`` after each.
 
+    The last two columns read the refuters as one family (:func:`family_verdict`): ``p_holm``,
+    Holm's adjusted p-value, and ``significant_holm``, whether it is below 0.05.
+
     ``random_seed`` (DoWhy seeds numpy's global state) rather than an int ``random_state``: with
     an int ``random_state`` DoWhy's subset and bootstrap refuters draw the same rows in every
     simulation."""
@@ -511,7 +515,12 @@ def refute_all(model, estimand, estimate, refuters=tuple(REFUTERS), *, simulatio
                          if "estimates" in stacking else float("nan"),
                          p_value=float(first.refutation_result["p_value"]),
                          significant=bool(first.refutation_result["is_statistically_significant"])))
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if len(table):
+        family = family_verdict(dict(zip(table["refuter"], table["p_value"])))
+        table["p_holm"] = family["p_holm"].to_numpy()
+        table["significant_holm"] = family["fails_family"].to_numpy()
+    return table
 
 
 def explain(method_name: str, refutation, estimate_value: float,
@@ -544,3 +553,72 @@ def explain(method_name: str, refutation, estimate_value: float,
         verdict += (f" (a shift of {abs(shift):.3f}, {abs(shift) / half_width:.0%} of the "
                     f"estimate's 95 % interval half-width {half_width:.3f})")
     return f"{method_name}: {what} {size}, p = {p:.2g} -> {verdict}"
+
+
+def family_verdict(p_values, alpha: float = 0.05) -> pd.DataFrame:
+    """DoWhy's refuters read as one family of tests: Holm's step-down adjustment of their
+    p-values (Holm 1979; ``statsmodels.stats.multitest.multipletests(method="holm")``).
+
+    Each refuter's test rejects at ``alpha`` on its own, so with five of them and nothing wrong
+    at least one rejects in about one run in four (``1 - 0.95**5 = 23 %`` for independent
+    tests). Holm's adjustment keeps the chance of any false rejection among them at ``alpha``
+    (for any dependence between the tests) and rejects at least what Bonferroni would.
+
+    Parameters
+    ----------
+    p_values : mapping or pandas.Series
+        Refuter name -> DoWhy's p-value (``refutation_result["p_value"]``). NaN p-values (a
+        refuter without a test) are left out of the family.
+    alpha : float, default 0.05
+        The family-wise error rate (DoWhy's per-test level is 0.05).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by refuter: ``p_value``, ``p_holm`` (the adjusted p-value, NaN where the p-value
+        is), ``fails_alone`` (``p_value <= alpha``, DoWhy's per-test verdict) and
+        ``fails_family`` (``p_holm <= alpha``).
+
+    Examples
+    --------
+    >>> family_verdict({"placebo": 0.03, "subset": 0.4, "bootstrap": 0.6})["p_holm"].round(2)
+    placebo      0.09
+    subset       0.80
+    bootstrap    0.80
+    Name: p_holm, dtype: float64
+    """
+    from statsmodels.stats.multitest import multipletests
+
+    if not 0 < float(alpha) < 1:
+        raise ValueError(f"alpha={alpha!r} must be in (0, 1), e.g. 0.05")
+    p = pd.Series(p_values, dtype=float)
+    if ((p < 0) | (p > 1)).any():
+        raise ValueError(f"p_values must lie in [0, 1]; got {p[(p < 0) | (p > 1)].to_dict()}")
+    held = p.notna()
+    adjusted = pd.Series(np.nan, index=p.index)
+    if held.any():
+        adjusted[held] = multipletests(p[held].to_numpy(), alpha=alpha, method="holm")[1]
+    return pd.DataFrame({"p_value": p, "p_holm": adjusted, "fails_alone": p <= alpha,
+                         "fails_family": adjusted <= alpha})
+
+
+def explain_family(p_values, alpha: float = 0.05) -> str:
+    """Two lines for the demo: the refuters' family-wise verdict (:func:`family_verdict`,
+    Holm) and what it means next to the per-test verdicts."""
+    table = family_verdict(p_values, alpha)
+    k, alone = int(table["p_value"].notna().sum()), table.index[table["fails_alone"]].tolist()
+    failing = table[table["fails_family"]]
+    if len(failing):
+        verdict = "FAILS: " + ", ".join(f"{name} (Holm p = {row.p_holm:.2g})"
+                                        for name, row in failing.iterrows())
+    elif alone:
+        verdict = (f"passes: no refuter fails once the {k} tests are read together "
+                   f"(smallest Holm p = {table['p_holm'].min():.2g}; "
+                   f"{', '.join(alone)} failed alone)")
+    else:
+        verdict = "passes: no refuter fails, alone or together"
+    chance = 1 - (1 - alpha) ** k
+    return (f"All {k} refuters together (Holm, family-wise level {alpha:.0%}): {verdict}\n"
+            f"  (each test alone fails in {alpha:.0%} of runs when nothing is wrong, so at least "
+            f"one of {k} fails in about {chance:.0%} of runs by chance -- for independent tests; "
+            f"Holm's reading keeps that chance at {alpha:.0%} for any dependence)")

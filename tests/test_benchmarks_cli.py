@@ -139,7 +139,11 @@ def test_refuters_end_to_end(tmp_path):
     assert (raw["stacks"] == 1).all() and (raw["simulations"] == 2).all()
     assert list(raw["seeds"]) == ["original", "spread"]
     assert np.isfinite(raw[["seconds", "relative", "p_value", "sim_sd"]].to_numpy()).all()
+    # the two read as a family: Holm's adjusted p-values (two tests: 2 x the smaller)
+    assert raw["p_holm"].min() == pytest.approx(min(1, 2 * raw["p_value"].min()))
+    np.testing.assert_array_equal(raw["significant_holm"], raw["p_holm"] <= 0.05)
     md = (tmp_path / "refuters.md").read_text()
     assert "random_common_cause" in md and "device cpu" in md
+    assert "All 2 refuters together (Holm" in md
     with pytest.raises(SystemExit):
         main(["refuters", "--refuters", "add_unobserved_common_cause"])

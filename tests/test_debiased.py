@@ -326,6 +326,53 @@ def test_saved_model_keeps_debiased_stage(tmp_path, fitted_pair):
     assert CFR(**TINY, debias=None).fit(Y, T, X=X).propensity_model_ is None
 
 
+def _poor_overlap(n=400, seed=0):
+    """Treatment nearly determined by x0 (logit 3 x0): about 30 % of the cross-fitted
+    propensities fall below 0.05 for one arm."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    T = (rng.random(n) < 1 / (1 + np.exp(-3 * X[:, 0]))).astype(int)
+    return X, T, X[:, 0] + T * (1 + X[:, 1]) + rng.normal(size=n)
+
+
+def _clipped_warnings(record) -> list:
+    return [w for w in record if "min_propensity" in str(w.message)]
+
+
+def test_clipped_share_is_recorded_reported_and_warned():
+    """The share of fitted units whose propensity (of some arm) was clipped: in the fitted state,
+    as ``clipped_share_``, in summary(), and a UserWarning naming the fixes above 10 %."""
+    X, T, Y = _poor_overlap()
+    with pytest.warns(UserWarning, match="overlap.*trim.*lower min_propensity") as record:
+        est = CFR(**{**TINY, "n_iter": 30}).fit(Y, T, X=X)
+    assert len(_clipped_warnings(record)) == 1
+    stage = est.fitted_.debiased
+    # a clipped propensity equals the clip exactly (of the arm the unit is unlikely to get)
+    np.testing.assert_array_equal(stage.clipped, (stage.e == 0.05).any(axis=1))
+    assert est.clipped_share_ == pytest.approx(stage.clipped.mean())
+    assert 0.15 < est.clipped_share_ < 0.5  # measured 0.30
+    assert f"{est.clipped_share_:.0%} of the units" in str(_clipped_warnings(record)[0].message)
+    text = str(est.summary())
+    assert f"Propensities: {est.clipped_share_:.1%} of the fitted units" in text
+    assert "check overlap, trim the sample or lower min_propensity" in text
+    # the same data with a lower clip: fewer clipped units, no warning
+    import warnings
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        low = CFR(**{**TINY, "n_iter": 30}, min_propensity=0.001).fit(Y, T, X=X)
+    assert low.clipped_share_ < 0.1 and not _clipped_warnings(record)
+    assert "Above 10%" not in str(low.summary())
+    assert CFR(**{**TINY, "n_iter": 30}, debias=None).fit(Y, T, X=X).clipped_share_ is None
+
+
+def test_fit_stacked_warns_once_for_its_datasets():
+    X, T, Y = _poor_overlap()
+    with pytest.warns(UserWarning, match="2 of 2 datasets") as record:
+        fits = CFR(**{**TINY, "n_iter": 30}).fit_stacked(np.stack([Y, Y + 1]), T, X=X)
+    assert len(_clipped_warnings(record)) == 1
+    assert fits[0].clipped_share_ == fits[1].clipped_share_ > 0.1
+
+
 def test_dowhy_confidence_intervals_need_no_configuration():
     from dowhy import CausalModel
 

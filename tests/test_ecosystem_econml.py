@@ -489,3 +489,112 @@ def test_pickle_fitted_estimator(fitted, data, kind):
     np.testing.assert_array_equal(copied.effect(X), est.effect(X))
     unfitted = clone(est)
     assert unfitted.get_params() == est.get_params() and "fitted_" not in vars(unfitted)
+
+
+# ============================================== test_ate_inference.py with (n, 1) columns (#46)
+SHAPES = [("vector", "vector"), ("column", "column"), ("vector", "column"), ("column", "vector")]
+
+
+@pytest.fixture(scope="module")
+def column_fits(data):
+    """CFR (two K-fold members: the jackknife over other units too) and EconML's
+    LinearDRLearner, fitted on Y and T as vectors or (n, 1) columns, with and without W."""
+    Y, T, X, W = data
+    fits = {}
+    for y_form, t_form in SHAPES:
+        y = Y if y_form == "vector" else Y.reshape(-1, 1)
+        t = T if t_form == "vector" else T.reshape(-1, 1)
+        for with_w in (True, False):
+            w = W if with_w else None
+            cfr = CFR(**{**TINY, "n_ensemble": 2, "n_iter": 40}).fit(y, t, X=X, W=w,
+                                                                     inference="auto")
+            ref = LinearDRLearner(model_regression=LinearRegression(),
+                                  model_propensity=LogisticRegression()).fit(y, t, X=X, W=w)
+            fits[(y_form, t_form, with_w)] = (cfr, ref, t)
+    return fits
+
+
+@pytest.mark.parametrize("with_w", [True, False], ids=["W", "no_W"])
+@pytest.mark.parametrize("y_form,t_form", SHAPES)
+def test_ate_inference_shapes_with_column_y_and_t(column_fits, data, y_form, t_form, with_w):
+    """EconML's test_ate_inference for Y and T given as vectors or (n, 1) columns: every average
+    effect, its interval (several alphas) and its inference has the shape EconML's
+    LinearDRLearner gives (a (1,) outcome axis for a column Y), over the fitted units (X or
+    None) and over other units (the members' jackknife). ``ate_interval(X, alpha=0.01)`` raised
+    TypeError inside EconML's conf_int_mean for a column Y."""
+    X = data[2]
+    est, ref, T = column_fits[(y_form, t_form, with_w)]
+    ate_shape, cm_shape = np.shape(ref.ate(X)), np.shape(ref.const_marginal_ate(X))
+    assert ate_shape == (() if y_form == "vector" else (1,)) and cm_shape == ate_shape + (1,)
+    for XX in (X, None, X[:50]):
+        ate = est.ate(XX)
+        assert np.shape(ate) == ate_shape
+        assert np.shape(est.marginal_ate(T, XX)) == cm_shape
+        assert np.shape(est.const_marginal_ate(XX)) == cm_shape
+        widths = []
+        for alpha in (0.01, 0.05, 0.3):
+            lo, hi = est.ate_interval(XX, alpha=alpha)
+            assert np.shape(lo) == np.shape(hi) == ate_shape
+            assert np.all(lo < ate) and np.all(ate < hi)
+            widths.append(float(np.ravel(hi - lo)[0]))
+            for lo, hi in (est.marginal_ate_interval(T, XX, alpha=alpha),
+                           est.const_marginal_ate_interval(XX, alpha=alpha)):
+                assert np.shape(lo) == np.shape(hi) == cm_shape
+        assert widths[0] > widths[1] > widths[2]
+        inf = est.ate_inference(XX)
+        assert np.shape(inf.conf_int_mean()[0]) == ate_shape
+        assert np.shape(inf.stderr_mean) == ate_shape
+        for res in (est.marginal_ate_inference(T, XX), est.const_marginal_ate_inference(XX)):
+            assert np.shape(res.conf_int_mean(alpha=0.01)[0]) == cm_shape
+        # summary_frame: one row (one outcome, one treated arm), the interval of ate_interval
+        frame = inf.summary_frame(alpha=0.01, decimals=12)
+        assert list(frame.columns) == ["mean_point", "stderr_mean", "zstat", "pvalue",
+                                       "ci_mean_lower", "ci_mean_upper"]
+        assert frame.shape == (1, 6)
+        lo, hi = est.ate_interval(XX, alpha=0.01)
+        assert frame[["ci_mean_lower", "ci_mean_upper"]].iloc[0].tolist() == pytest.approx(
+            [float(np.ravel(lo)[0]), float(np.ravel(hi)[0])], abs=1e-9)
+        assert frame["mean_point"].iloc[0] == pytest.approx(float(np.ravel(ate)[0]), abs=1e-9)
+        cm_frame = est.const_marginal_ate_inference(XX).summary_frame()
+        assert cm_frame.index.get_level_values("T").tolist() == est.cate_treatment_names()
+        # EconML's z-tests of the summaries, with the outcome's shape (over other units the
+        # jackknife of two members has a t test with 1 degree of freedom: p falls slowly)
+        mean = np.mean(est.effect(X if XX is None else XX), axis=0)
+        far = 1e-5 if XX is None or XX is X else 0.02
+        for value, check in ((10, lambda p: p < far), (mean, lambda p: p == pytest.approx(1))):
+            row = inf.summary(value=value).tables[0].data[1]
+            assert check(float(row[-3]))
+            assert float(row[-3]) == pytest.approx(float(inf.summary_frame(
+                value=value)["pvalue"].iloc[0]), abs=1e-3)
+
+
+def test_summary_takes_the_treated_arm_as_econml(column_fits, data):
+    """EconML's discrete-treatment estimators take ``summary(T, *, alpha, value, decimals,
+    feature_names, treatment_names, output_names)``; CFR's summary(T) keeps that arm's rows."""
+    est, ref, _ = column_fits[("column", "column", True)]
+    ref.summary(T=1)  # EconML's form, for reference
+    full = np.asarray(est.summary().tables[0].data)
+    for call in (lambda: est.summary(T=1), lambda: est.summary(1),
+                 lambda: est.summary(1, alpha=0.05, value=0, decimals=3, feature_names=["a"],
+                                     treatment_names=["T"], output_names=["Y"])):
+        np.testing.assert_array_equal(np.asarray(call().tables[0].data)[1:, 1:], full[1:, 1:])
+    Y, _, X, _ = data
+    arms = CFR(**TINY).fit(Y, np.arange(len(Y)) % 3, X=X)
+    rows = np.asarray(arms.summary(T=2).tables[0].data)[1:, 0]
+    assert [r.split("|")[0] for r in rows] == ["ATE", "ATT", "ATC"] and rows[0].endswith("_2")
+    with pytest.raises(ValueError, match="control arm.*one of \\[1, 2\\].*alpha="):
+        arms.summary(0)
+    with pytest.raises(ValueError, match="not a fitted treatment level.*alpha="):
+        arms.summary(0.1)  # the former positional alpha: a clear error naming the keyword
+
+
+def test_bootstrap_ate_inference_with_a_column_y(data):
+    """The same shapes from the stacked bootstrap's average-effect inference."""
+    Y, T, X, _ = data
+    est = CFR(**{**TINY, "n_iter": 30}).fit(Y.reshape(-1, 1), T.reshape(-1, 1), X=X,
+                                            inference=CFRBootstrapInference(3))
+    for XX in (X, None):
+        assert [np.shape(a) for a in est.ate_interval(XX, alpha=0.01)] == [(1,), (1,)]
+        assert est.ate_inference(XX).summary_frame().shape == (1, 6)
+        assert np.shape(est.const_marginal_ate_interval(XX, alpha=0.01)[0]) == (1, 1)
+        assert np.shape(est.marginal_ate_inference(T, XX).conf_int_mean()[0]) == (1, 1)

@@ -26,6 +26,35 @@ def test_cross_fit_propensity_is_out_of_fold_and_clipped():
         cross_fit_propensity(LinearRegression(), x, arms, n_arms=2)
 
 
+def test_cross_fit_propensity_records_the_clipped_units():
+    """``clipped`` marks the units whose out-of-fold propensity of some arm was below the clip
+    (recomputed here from the unclipped out-of-fold probabilities of the same folds)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, 2))
+    arms = (rng.random(400) < 1 / (1 + np.exp(-3 * x[:, 0]))).astype(int)  # poor overlap
+    prop = cross_fit_propensity(LogisticRegression(), x, arms, n_arms=2, random_state=0,
+                                min_propensity=0.05)
+    splits = folds(arms, 5, nuisance.sklearn_seed(0))
+    raw = nuisance._out_of_fold_proba(LogisticRegression(), x, arms, splits, 2)
+    by_hand = (raw[:, 0] < 0.05) | (raw[:, 1] < 0.05)
+    np.testing.assert_array_equal(prop.clipped, by_hand)
+    assert 0.1 < prop.clipped_share == by_hand.mean() < 0.6  # measured 0.30
+    # a clipped unit's propensity is the clip exactly, an unclipped one's is above it
+    assert np.all((prop.e == 0.05).any(1) == prop.clipped)
+    sub = prop.subset(np.arange(50))
+    np.testing.assert_array_equal(sub.clipped, prop.clipped[:50])
+    assert cross_fit_propensity(LogisticRegression(), x, arms, n_arms=2,
+                                min_propensity=0.001).clipped_share < prop.clipped_share
+
+
+def test_clipped_warning_above_the_threshold_names_the_fixes():
+    assert nuisance.clipped_warning(None, 0.05) is None
+    assert nuisance.clipped_warning(nuisance.CLIPPED_WARN_SHARE, 0.05) is None
+    message = nuisance.clipped_warning(0.25, 0.05)
+    for words in ("25%", "min_propensity=0.05", "overlap", "trim", "lower min_propensity"):
+        assert words in message
+
+
 def test_cross_fit_propensity_names_the_model_it_kept():
     """The default keeps the candidate with the lower out-of-fold log-loss and says which: on a
     propensity that is logistic in x the logistic model, on a checkerboard the boosting."""
@@ -34,11 +63,11 @@ def test_cross_fit_propensity_names_the_model_it_kept():
     logistic = rng.random(600) < 1 / (1 + np.exp(-x[:, 0]))
     checker = rng.random(600) < np.where(x[:, 0] * x[:, 1] > 0, 0.9, 0.1)
     for arms, kept in ((logistic, "logistic"), (checker, "boosting")):
-        e, name = cross_fit_propensity(None, x, arms.astype(int), n_arms=2)
+        e, name, _ = cross_fit_propensity(None, x, arms.astype(int), n_arms=2)
         assert name == kept
         np.testing.assert_array_equal(e, cross_fit_propensity(None, x, arms.astype(int),
                                                               n_arms=2).e)
-    _, name = cross_fit_propensity(LogisticRegression(), x, logistic.astype(int), n_arms=2)
+    name = cross_fit_propensity(LogisticRegression(), x, logistic.astype(int), n_arms=2).model
     assert name == "LogisticRegression"
 
 
@@ -64,7 +93,7 @@ def test_default_candidates_are_compared_on_the_clipped_propensities(monkeypatch
     rng = np.random.default_rng(0)
     x = rng.normal(size=(300, 2))
     arms = (x[:, 0] + 0.3 * rng.normal(size=300) > 0).astype(int)
-    e, name = cross_fit_propensity(None, x, arms, n_arms=2, min_propensity=0.1)
+    e, name, _ = cross_fit_propensity(None, x, arms, n_arms=2, min_propensity=0.1)
     assert len(seen) == 2 and all(p.min() >= 0.1 for p in seen)
     scores = {k: arm_log_loss(p, arms) for k, p in zip(("logistic", "boosting"), seen)}
     assert name == min(scores, key=scores.get)

@@ -327,3 +327,67 @@ def test_list_designs(capsys):
     out = capsys.readouterr().out
     assert "lalonde-steps" in out and "lalonde-linear" in out and "nhefs" not in out
     assert set(REALISTIC_METHODS) >= {"CFR", "BCF", "SLearner"}
+
+
+# ------------------------------------------------------------------------------ where it fails
+SETTINGS = dict(n_test=120, overlap=None, alpha=0.05, tiny=True, n_iter=20, cfr_params={},
+                cfr_inference="auto", threads=1)
+
+
+def test_blend_and_quartile_columns_recomputed_by_hand():
+    """One run's heads-only √PEHE, λ, constant flag and τ(x) coverage by quartile of the true
+    τ, recomputed from the same (deterministic) fit."""
+    from dowhy_cfr.benchmarks.realistic import run_one
+
+    row = run_one("nmes-linear", 300, 0, "CFR", SETTINGS)
+    assert row["error"] == "" and row["surface"] == "linear"
+    # a blend of the heads and the regression here (measured: lam 0.19, heads 0.86, blend 0.75)
+    assert 0 < row["blend_lam"] < 1 and row["pehe"] != row["pehe_heads"]
+    d = simulate_realistic("nmes-linear", 300, seed=0, n_test=120)
+    est = make_estimator("CFR", seed=0, settings=SETTINGS).fit(d.Y, d.T, X=d.X)
+    tau = d.test.tau
+    assert row["pehe"] == pytest.approx(np.sqrt(np.mean((est.effect(d.test.X) - tau) ** 2)))
+    heads = est.individual_effect(d.test.X)
+    assert row["pehe_heads"] == pytest.approx(np.sqrt(np.mean((heads - tau) ** 2)))
+    assert row["blend_lam"] == pytest.approx(est.blend_weights_[0])
+    assert row["blend_constant"] == float(not np.any(est.blend_weights_))
+    assert row["tau_sd"] == pytest.approx(np.std(tau)) and row["tau_sd"] > 0.3
+    lo, hi = est.effect_interval(d.test.X)
+    quartiles = np.array_split(np.argsort(tau, kind="stable"), 4)
+    for q, rows in zip((1, 4), (quartiles[0], quartiles[-1])):
+        inside = (lo[rows] <= tau[rows]) & (tau[rows] <= hi[rows])
+        assert row[f"tau_coverage_q{q}"] == pytest.approx(inside.mean())
+        assert row[f"tau_width_q{q}"] == pytest.approx(np.mean(hi[rows] - lo[rows]))
+    assert tau[quartiles[0]].max() <= tau[quartiles[-1]].min()
+    # four quartiles of 30 units: their coverages average to the overall coverage
+    assert np.mean([row[f"tau_coverage_q{q}"] for q in range(1, 5)]) == pytest.approx(
+        row["tau_coverage"])
+
+
+def test_summary_counts_constant_fallbacks_where_tau_varies():
+    """Fallbacks are counted on data whose τ varies (sd ≥ 0.3), per design, per surface family
+    and overall; a constant effect on a constant-τ design is no fallback."""
+    raw = pd.DataFrame(dict(
+        design=["cps-steps", "cps-steps", "hi-steps", "hi-constant", "cps-steps"],
+        n=300, seed=[0, 1, 0, 0, 0], method=["CFR", "CFR", "CFR", "CFR", "BCF"],
+        pehe=[0.5, 0.6, 0.4, 0.1, 0.5], pehe_heads=[0.55, 0.5, 0.45, 0.3, np.nan],
+        blend_lam=[0.0, 0.7, 0.5, 0.0, np.nan], blend_constant=[1.0, 0.0, 0.0, 1.0, np.nan],
+        tau_sd=[0.75, 0.75, 0.74, 0.0, 0.75], tau_coverage=[0.9, 0.95, 0.9, 1.0, 0.8],
+        tau_coverage_q1=[0.7, 0.9, 0.8, np.nan, 0.6], tau_coverage_q4=[0.6, 0.8, 0.7, np.nan, 0.9],
+        error=""))
+    s = summarize_realistic(raw, reference=None).set_index(["design", "method"])
+    assert s.loc[("all", "CFR"), ["varying_runs", "fallbacks_varying"]].tolist() == [3, 1]
+    assert s.loc[("*-steps", "CFR"), ["varying_runs", "fallbacks_varying"]].tolist() == [3, 1]
+    assert s.loc[("*-constant", "CFR"), ["varying_runs", "fallbacks_varying"]].tolist() == [0, 0]
+    assert s.loc[("cps-steps", "CFR"), "pehe_heads_mean"] == pytest.approx(0.525)
+    assert s.loc[("cps-steps", "CFR"), "blend_lam_mean"] == pytest.approx(0.35)
+    assert s.loc[("*-steps", "CFR"), "tau_coverage_q1_mean"] == pytest.approx(0.8)
+    assert s.loc[("*-steps", "CFR"), "surface"] == "steps"
+    from dowhy_cfr.benchmarks.realistic import realistic_markdown
+
+    data = pd.DataFrame(columns=DATA_COLUMNS)
+    md = realistic_markdown(s.reset_index(), data, reference=None)
+    assert "| *-steps | 300 | CFR | 3 | 0.75 | 0.500 | 0.500 | 0.40 | 0.33 | 1 / 3 |" in md
+    assert "| hi-constant | 300 | CFR | 1 | 0.00 | 0.100 | 0.300 | 0.00 | 1.00 | τ constant |" in md
+    assert "CFR, n = 300: 1 constant fallback(s) in 3 runs on data whose τ varies" in md
+    assert "| cps-steps | 300 | BCF | 0.80 | — | 0.60 | — | 0.90 | — |" in md

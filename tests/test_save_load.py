@@ -127,3 +127,30 @@ def test_fit_chunks_round_trip(tmp_path):
         np.testing.assert_array_equal(a, b)
     assert loaded.ate(Xv) == est.ate(Xv)
     pd.testing.assert_frame_equal(loaded.history_, est.history_)
+
+
+def test_clipped_share_is_saved_and_recovered_from_older_files(tmp_path):
+    """The clipped units are saved with the doubly robust stage; a file saved before they were
+    kept recovers them from the propensities (a clipped one equals min_propensity)."""
+    X, T, Y, _ = make_confounded(n=200)
+    with pytest.warns(UserWarning, match="lower min_propensity \\(e.g. to 0.04\\)"):
+        est = CFR(**TINY, min_propensity=0.2).fit(Y, T, X=X)  # a high clip: many clipped
+    assert est.clipped_share_ > 0
+    path = est.save(tmp_path / "m.cfr")
+    loaded = CFR.load(path)
+    assert loaded.clipped_share_ == est.clipped_share_
+    np.testing.assert_array_equal(loaded.fitted_.debiased.clipped, est.fitted_.debiased.clipped)
+    assert str(loaded.summary()) == str(est.summary())
+    with zipfile.ZipFile(path) as zf:  # the file as an older version wrote it
+        state = json.loads(zf.read("model.json"))
+        arrays = dict(np.load(io.BytesIO(zf.read("arrays.npz"))))
+    del state["debiased"]["min_propensity"], arrays["debiased/clipped"]
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    old = tmp_path / "old.cfr"
+    with zipfile.ZipFile(old, "w") as zf:
+        zf.writestr("model.json", json.dumps(state))
+        zf.writestr("arrays.npz", buf.getvalue())
+    older = CFR.load(old)
+    np.testing.assert_array_equal(older.fitted_.debiased.clipped, est.fitted_.debiased.clipped)
+    assert older.fitted_.debiased.min_propensity == 0.2

@@ -96,6 +96,44 @@ def test_interval_coverage_by_hand():
     assert all(np.isnan(interval_coverage(1.0, np.nan, np.nan)))
 
 
+def test_quartile_coverage_by_hand():
+    """Coverage and width within each quartile of the true τ (ranked; q1 the smallest)."""
+    from dowhy_cfr.benchmarks.synthetic import QUARTILE_COLUMNS, quartile_coverage
+
+    truth = np.array([5.0, 1.0, 7.0, 3.0, 2.0, 8.0, 4.0, 6.0])  # quartiles {1,2} {3,4} {5,6} {7,8}
+    lower = truth - np.array([1, 1, 1, 1, 1, 1, 1, 1]) * [0.5, 0.5, -0.1, 0.5, -0.2, 0.5, 0.5, 2]
+    upper = truth + 1.0
+    out = quartile_coverage(truth, lower, upper)
+    assert list(out) == QUARTILE_COLUMNS
+    # q1 = units 1 (covered) and 2 (lower 2.2 > 2: missed); q4 = units 7 (lower 7.1) and 8
+    assert out["tau_coverage_q1"] == 0.5 and out["tau_width_q1"] == pytest.approx((1.5 + 0.8) / 2)
+    assert out["tau_coverage_q2"] == 1.0 and out["tau_coverage_q3"] == 1.0
+    assert out["tau_coverage_q4"] == 0.5 and out["tau_width_q4"] == pytest.approx((0.9 + 1.5) / 2)
+    # uneven sizes: 9 units -> 3, 2, 2, 2; no interval or a constant tau -> NaN
+    assert quartile_coverage(np.arange(9.0), -1.0, 9.0)["tau_width_q1"] == 10.0
+    assert all(np.isnan(v) for v in quartile_coverage(truth, np.nan, np.nan).values())
+    assert all(np.isnan(v) for v in quartile_coverage(np.ones(8), 0.0, 2.0).values())
+
+
+def test_coverage_run_reports_quartiles_recomputed_by_hand():
+    """The coverage command's per-run quartile columns, recomputed from the same fit
+    (LinearDML, seeded) on the same test units."""
+    from dowhy_cfr.benchmarks.synthetic import make_estimator, run_data, run_one
+
+    settings = dict(n_iter=None, tiny=True, d=6, sigma=1.0, n_test=200, alpha=0.1,
+                    cfr_inference="auto", threads=1)
+    row = run_one("B", 300, 1, "LinearDML", settings)
+    train, test = run_data("B", 300, 1, n_test=200)
+    est = make_estimator("LinearDML", seed=1, settings=settings).fit(train.y, train.t, X=train.x)
+    lo, hi = (np.ravel(a) for a in est.effect_interval(test.x, alpha=0.1))
+    q4 = np.argsort(test.tau, kind="stable")[150:]
+    assert row["tau_coverage_q4"] == pytest.approx(
+        np.mean((lo[q4] <= test.tau[q4]) & (test.tau[q4] <= hi[q4])))
+    assert row["tau_width_q4"] == pytest.approx(np.mean(hi[q4] - lo[q4]))
+    assert np.mean([row[f"tau_coverage_q{q}"] for q in range(1, 5)]) == pytest.approx(
+        row["tau_coverage"])
+
+
 def test_summary_coverage_and_monte_carlo_se():
     raw = pd.DataFrame({c: np.nan for c in ROW_COLUMNS}, index=range(5))
     raw["design"], raw["n"], raw["method"], raw["error"] = "A", 100, "M", ""
@@ -182,7 +220,10 @@ def test_coverage_command_with_cfr_bootstrap(tmp_path):
     summary = pd.read_csv(tmp_path / "coverage_summary.csv").set_index("method")
     means = raw.groupby("method")["ate_covered"].mean()
     np.testing.assert_allclose(summary.loc[means.index, "ate_covered_mean"], means)
-    assert "ATE coverage" in (tmp_path / "coverage.md").read_text()
+    md = (tmp_path / "coverage.md").read_text()
+    assert "ATE coverage" in md and "τ(x) cov. Q1" in md and "Q4 width" in md
+    # design C's tau is constant: no quartiles, for any method
+    assert raw[[f"tau_coverage_q{q}" for q in range(1, 5)]].isna().all().all()
 
 
 def test_failed_fit_is_recorded_not_fatal(tmp_path, capsys):

@@ -12,6 +12,16 @@ training units' numeric covariates ``X`` and measure
 * ``ate_lower``, ``ate_upper``, ``ate_width``, ``ate_covered``: the method's
   ``ate_interval(X_train)`` at level ``1 - alpha`` and whether it contains ``ate_true``
   (NaN when the method has no interval);
+* ``tau_coverage``, ``tau_width`` and ``tau_coverage_q1`` ... ``tau_width_q4``: the pointwise
+  ``effect_interval`` on the held-out units (CFR/TARNet's members' jackknife, BCF's posterior,
+  the forests' and DML's intervals), over all of them and within each quartile of the true tau
+  (:func:`~dowhy_cfr.benchmarks.synthetic.quartile_coverage`);
+* CFR family only, from the same fit (:func:`blend_diagnostics`): ``pehe_heads``, root PEHE of
+  the heads' effects ``individual_effect`` (h1 - h0 plus the AIPW shift) next to ``pehe`` of the
+  reported (blended) ``effect``; ``blend_lam``, the heads' weight of the blend (0 with a constant
+  effect); ``blend_constant``, 1 where the blend fell back to a constant effect; ``tau_sd``, the
+  sd of the true tau on the held-out units (a fallback where it is >= ``VARYING_TAU_SD`` loses
+  real heterogeneity);
 * ``time_s`` / ``cpu_s``: wall and CPU (this process) seconds of ``fit``.
 
 Every method sees the same data; a fit that raises is recorded with its error and left out of
@@ -35,26 +45,32 @@ from ..datasets.realistic import DEFAULT_DESIGNS, DESIGNS, OVERLAPS, simulate_re
 from . import report
 from ._runner import TaskPool, add_threads_argument, progress_bar
 from .methods import parse_cfr_params
-from .synthetic import (CFR_FAMILY, cfr_inference, interval_coverage, make_estimator,
-                        pointwise_interval)
+from .synthetic import (CFR_FAMILY, QUARTILE_COLUMNS, cfr_inference, interval_coverage,
+                        make_estimator, pointwise_interval, quartile_coverage)
 
-__all__ = ["REALISTIC_METHODS", "ROW_COLUMNS", "DATA_COLUMNS", "run_one", "data_row",
-           "run_realistic", "summarize_realistic", "realistic_markdown", "parse_cfr_params",
-           "add_parsers", "run_command"]
+__all__ = ["REALISTIC_METHODS", "ROW_COLUMNS", "DATA_COLUMNS", "VARYING_TAU_SD", "run_one",
+           "data_row", "blend_diagnostics", "run_realistic", "summarize_realistic",
+           "realistic_markdown", "parse_cfr_params", "add_parsers", "run_command"]
 
 #: Methods of the realistic benchmark, in table order.
 REALISTIC_METHODS = ("CFR", "TARNet", "CFR-paper", "XLearner", "TLearner", "SLearner",
                      "DRLearner", "CausalForestDML", "LinearDML", "BCF")
 #: Columns of the per-run CSV.
-ROW_COLUMNS = ["design", "n", "seed", "method", "pehe", "ate", "ate_true", "ate_sample",
-               "ate_error", "ate_abs_error", "ate_lower", "ate_upper", "ate_covered",
-               "ate_width", "tau_coverage", "tau_width", "time_s", "cpu_s", "error"]
+ROW_COLUMNS = ["design", "surface", "n", "seed", "method", "pehe", "pehe_heads", "blend_lam",
+               "blend_constant", "tau_sd", "ate", "ate_true", "ate_sample", "ate_error",
+               "ate_abs_error", "ate_lower", "ate_upper", "ate_covered", "ate_width",
+               "tau_coverage", "tau_width", *QUARTILE_COLUMNS, "time_s", "cpu_s", "error"]
 #: Columns of the per-data-set CSV (what each design looks like at each n and seed).
 DATA_COLUMNS = ["design", "n", "seed", "table", "surface", "p", "with_replacement",
                 "treated_share", "extreme_share", "table_extreme_share", "overlap",
                 "heterogeneity", "tau_sd", "ate_true", "ate_mc_se", "ate_sample"]
-_METRICS = ["pehe", "ate_abs_error", "ate_covered", "ate_width", "tau_coverage", "tau_width",
-            "time_s", "cpu_s"]
+_METRICS = ["pehe", "pehe_heads", "blend_lam", "blend_constant", "tau_sd", "ate_abs_error",
+            "ate_covered", "ate_width", "tau_coverage", "tau_width", *QUARTILE_COLUMNS, "time_s",
+            "cpu_s"]
+#: A design's tau "varies" where its sd over the test units is at least this (every surface but
+#: ``constant`` has sd 0.75-1 by construction): a constant effect reported there is a fallback
+#: that loses the heterogeneity (:func:`blend_diagnostics`).
+VARYING_TAU_SD = 0.3
 
 
 # ------------------------------------------------------------------------------ one run
@@ -90,6 +106,32 @@ def _fit(est, method: str, data, settings: dict, seed: int):
         return est.fit(data.Y, data.T, X=data.X,
                        inference=cfr_inference(settings["cfr_inference"], seed))
     return est.fit(data.Y, data.T, X=data.X)
+
+
+def blend_diagnostics(est, x_test, tau_test) -> dict:
+    """The default CFR's effects against its heads', from one fitted CFR/TARNet ``est``.
+
+    ``est.effect`` is the reported effect (the heads blended with the doubly robust regression,
+    or a constant: ``final_blend``), ``est.individual_effect`` the heads' effects h1 - h0 plus the
+    AIPW shift; both are scored on the held-out units ``x_test`` against their true effects.
+
+    Returns
+    -------
+    dict
+        ``pehe_heads`` (root PEHE of the heads' effects), ``blend_lam`` (``blend_weights_[0]``:
+        the heads' weight, 0 with a constant effect) and ``blend_constant`` (1.0 where
+        ``blend_weights_`` is (0, 0), else 0.0); the last two NaN where no blend was fitted
+        (one member, W at fit, ``final_blend=False``). Empty for other estimators.
+    """
+    if not hasattr(est, "individual_effect"):
+        return {}
+    heads = np.asarray(est.individual_effect(x_test), dtype=float).reshape(-1)
+    weights = est.blend_weights_
+    out = dict(pehe_heads=float(np.sqrt(np.mean((heads - np.asarray(tau_test)) ** 2))),
+               blend_lam=np.nan, blend_constant=np.nan)
+    if weights is not None:
+        out.update(blend_lam=float(weights[0]), blend_constant=float(not np.any(weights)))
+    return out
 
 
 def _limits(threads: int):
@@ -129,9 +171,10 @@ def run_one(design: str, n: int, seed: int, method: str, settings: dict) -> dict
         A failed fit gives NaN metrics with the exception in ``error``.
     """
     row = {c: np.nan for c in ROW_COLUMNS}
-    row.update(design=design, n=int(n), seed=int(seed), method=method, error="")
+    row.update(design=design, surface=DESIGNS[design].surface, n=int(n), seed=int(seed),
+               method=method, error="")
     data = _data(design, n, seed, settings)
-    row.update(ate_true=data.ate, ate_sample=data.ate_sample)
+    row.update(ate_true=data.ate, ate_sample=data.ate_sample, tau_sd=float(np.std(data.test.tau)))
     try:
         with _limits(settings.get("threads", 1)), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -146,11 +189,14 @@ def run_one(design: str, n: int, seed: int, method: str, settings: dict) -> dict
             lo, hi = _interval(est, data.X, settings["alpha"])
             tau_lo, tau_hi = pointwise_interval(getattr(est, "effect_interval", None),
                                                 data.test.X, settings["alpha"])
+            if method in CFR_FAMILY:
+                row.update(blend_diagnostics(est, data.test.X, data.test.tau))
     except Exception as exc:  # noqa: BLE001 - one failed fit must not end a long run
         row["error"] = f"{type(exc).__name__}: {exc}"[:300]
         return row
     covered, width = interval_coverage(data.ate, lo, hi)
     tau_cov, tau_width = interval_coverage(data.test.tau, tau_lo, tau_hi)
+    row.update(quartile_coverage(data.test.tau, tau_lo, tau_hi))
     row.update(tau_coverage=tau_cov, tau_width=tau_width, pehe=float(np.sqrt(np.mean((tau_hat - data.test.tau) ** 2))), ate=ate,
                ate_error=ate - data.ate, ate_abs_error=abs(ate - data.ate), ate_lower=lo,
                ate_upper=hi, ate_covered=covered, ate_width=width)
@@ -187,27 +233,62 @@ def _stats(g: pd.DataFrame) -> dict:
     lr = lr[~np.isnan(lr)]
     row["rel_pehe"] = float(np.exp(lr.mean())) if lr.size else np.nan
     row["rel_pehe_wins"] = float(np.mean(lr < 0)) if lr.size else np.nan
+    row.update(_fallbacks(ok))
     return row
+
+
+def _fallbacks(ok: pd.DataFrame) -> dict:
+    """``varying_runs``: successful runs with a blend on data whose tau varies (sd on the test
+    units >= ``VARYING_TAU_SD``); ``fallbacks_varying``: how many of them reported a constant
+    effect."""
+    if "blend_constant" not in ok or "tau_sd" not in ok:  # a raw file from before: none
+        return dict(varying_runs=0, fallbacks_varying=0)
+    flags = ok.loc[ok["tau_sd"] >= VARYING_TAU_SD, "blend_constant"].dropna()
+    return dict(varying_runs=int(len(flags)), fallbacks_varying=int(flags.sum()))
+
+
+def _surface_of(design: str) -> str:
+    return DESIGNS[design].surface if design in DESIGNS else "?"
 
 
 def summarize_realistic(raw: pd.DataFrame, *, reference: str | None = "XLearner"):
     """Summaries of the per-run rows.
 
     Returns one DataFrame: per (n, method) over every design and seed (``design = "all"``),
-    then per (design, n, method); columns ``runs``, ``failed``, ``<metric>_mean`` and
-    ``<metric>_se`` (standard error over runs, ``sd / sqrt(runs)``; over designs it mixes
-    design-to-design and seed-to-seed variation) for ``pehe``, ``ate_abs_error``,
-    ``ate_covered`` (coverage of the population ATE), ``ate_width``, ``time_s``, ``cpu_s``;
-    ``rel_pehe`` (geometric mean of root PEHE / the reference's on the same data) and
-    ``rel_pehe_wins`` (share of runs with a smaller root PEHE than the reference).
+    per (surface, n, method) over the designs of one surface family (``design = "*-<surface>"``,
+    e.g. ``"*-steps"``), then per (design, n, method); ``surface`` names the family (``"all"``
+    for the first). Columns ``runs``, ``failed``, ``<metric>_mean`` and ``<metric>_se``
+    (standard error over runs, ``sd / sqrt(runs)``; over designs it mixes design-to-design and
+    seed-to-seed variation) for ``pehe``, ``pehe_heads``, ``blend_lam``, ``blend_constant``,
+    ``tau_sd``, ``ate_abs_error``, ``ate_covered`` (coverage of the population ATE),
+    ``ate_width``, ``tau_coverage``, ``tau_width``, the quartile columns ``tau_coverage_q1``
+    ... ``tau_width_q4``, ``time_s``, ``cpu_s``; ``rel_pehe`` (geometric mean of root PEHE / the
+    reference's on the same data), ``rel_pehe_wins`` (share of runs with a smaller root PEHE
+    than the reference); ``varying_runs`` and ``fallbacks_varying`` (runs with a blend where tau
+    varies, and how many of them fell back to a constant effect).
     """
-    raw = raw.assign(log_rel_pehe=_relative_pehe(raw, reference))
+    raw = raw.assign(log_rel_pehe=_relative_pehe(raw, reference),
+                     surface=raw["design"].map(_surface_of))
     rows = []
     for (n, method), g in raw.groupby(["n", "method"], sort=False):
-        rows.append(dict(design="all", n=int(n), method=method, **_stats(g)))
+        rows.append(dict(design="all", surface="all", n=int(n), method=method, **_stats(g)))
+    for (surface, n, method), g in raw.groupby(["surface", "n", "method"], sort=False):
+        rows.append(dict(design=f"*-{surface}", surface=surface, n=int(n), method=method,
+                         **_stats(g)))
     for (design, n, method), g in raw.groupby(["design", "n", "method"], sort=False):
-        rows.append(dict(design=design, n=int(n), method=method, **_stats(g)))
+        rows.append(dict(design=design, surface=_surface_of(design), n=int(n), method=method,
+                         **_stats(g)))
     return pd.DataFrame(rows)
+
+
+def _per_design(summary: pd.DataFrame) -> pd.DataFrame:
+    """The per-design rows of a summary (no "all", no "*-<surface>" rows)."""
+    d = summary["design"].astype(str)
+    return summary[(d != "all") & ~d.str.startswith("*-")]
+
+
+def _per_surface(summary: pd.DataFrame) -> pd.DataFrame:
+    return summary[summary["design"].astype(str).str.startswith("*-")]
 
 
 def _cell(mean, se=np.nan, digits: int = 3) -> str:
@@ -236,7 +317,7 @@ def _overall_table(summary: pd.DataFrame, reference: str | None) -> str:
 
 def _pivot(summary: pd.DataFrame, metric: str, digits: int = 3) -> str:
     """Methods x designs table of ``<metric>_mean`` (one block per n)."""
-    per = summary[summary["design"] != "all"]
+    per = _per_design(summary)
     designs = list(dict.fromkeys(per["design"]))
     header = ["n", "method"] + designs
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -261,16 +342,81 @@ def _data_table(data: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _fallback_cell(r) -> str:
+    """"k / m": constant fallbacks among the runs with a blend where tau varies; "τ constant"
+    where it does not vary; — without a blend."""
+    if r.get("varying_runs", 0):
+        return f"{int(r['fallbacks_varying'])} / {int(r['varying_runs'])}"
+    if not np.isnan(r.get("blend_constant_mean", np.nan)):
+        return "τ constant"
+    return "—"
+
+
+def _blend_table(rows: pd.DataFrame) -> str:
+    """The CFR family's reported (blended) √PEHE next to its heads', λ and the constant
+    fallbacks, one row per (design or surface, n, method)."""
+    header = ["design", "n", "method", "runs", "sd τ", "√PEHE", "√PEHE heads", "λ",
+              "constant", "fallbacks (τ varies)"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for _, r in rows[rows["method"].isin(CFR_FAMILY)].iterrows():
+        cells = [str(r["design"]), str(r["n"]), str(r["method"]), str(r["runs"]),
+                 _cell(r.get("tau_sd_mean", np.nan), digits=2), _cell(r["pehe_mean"]),
+                 _cell(r.get("pehe_heads_mean", np.nan)),
+                 _cell(r.get("blend_lam_mean", np.nan), digits=2),
+                 _cell(r.get("blend_constant_mean", np.nan), digits=2), _fallback_cell(r)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _fallback_lines(summary: pd.DataFrame) -> list[str]:
+    """Per CFR-family method and n: constant fallbacks over every design whose tau varies."""
+    rows = summary[(summary["design"] == "all") & summary["method"].isin(CFR_FAMILY)]
+    return [f"* {r['method']}, n = {r['n']}: {int(r.get('fallbacks_varying', 0))} constant "
+            f"fallback(s) in {int(r.get('varying_runs', 0))} runs on data whose τ varies "
+            f"(sd τ ≥ {VARYING_TAU_SD:g} on the held-out units)"
+            for _, r in rows.iterrows() if r.get("varying_runs", 0)]
+
+
+def _tau_interval_table(rows: pd.DataFrame) -> str:
+    """τ(x) interval coverage and mean width, over the held-out units and in the lowest (Q1)
+    and highest (Q4) quartile of the true τ, for the methods with pointwise intervals."""
+    header = ["design", "n", "method", "coverage", "width", "Q1 coverage", "Q1 width",
+              "Q4 coverage", "Q4 width"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for _, r in rows[rows["tau_coverage_mean"].notna()].iterrows():
+        cells = [str(r["design"]), str(r["n"]), str(r["method"]),
+                 _cell(r["tau_coverage_mean"], digits=2), _cell(r["tau_width_mean"])]
+        cells += [_cell(r.get(f"tau_{what}_q{q}_mean", np.nan),
+                        digits=2 if what == "coverage" else 3)
+                  for q in (1, 4) for what in ("coverage", "width")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def realistic_markdown(summary: pd.DataFrame, data: pd.DataFrame, *,
                        reference: str | None = "XLearner") -> str:
-    """Markdown: the data sets, the summary over designs, and √PEHE and the absolute ATE error
-    per design."""
-    return "\n".join([
+    """Markdown: the data sets, the summary over designs, √PEHE and the absolute ATE error per
+    design, the CFR family's blend against its heads (per surface family and per design, with
+    the constant fallbacks), and the τ(x) intervals' coverage and width per surface family and
+    per design, also within the outer quartiles of the true τ."""
+    parts = [
         "### Data sets (means over seeds)", "", _data_table(data), "",
         "### Over all designs and seeds (mean ± s.e. over runs)", "",
         _overall_table(summary, reference), "",
         "### √PEHE per design (mean over seeds)", "", _pivot(summary, "pehe"), "",
-        "### ATE abs. error per design (mean over seeds)", "", _pivot(summary, "ate_abs_error")])
+        "### ATE abs. error per design (mean over seeds)", "", _pivot(summary, "ate_abs_error")]
+    if summary["method"].isin(CFR_FAMILY).any():
+        parts += ["", "### CFR: the reported effect (blend) and its heads, per surface family "
+                      "and per design (means over seeds; λ: the heads' weight, 0 for a constant "
+                      "effect; constant: share of runs reporting a constant effect)", "",
+                  _blend_table(pd.concat([_per_surface(summary), _per_design(summary)])), "",
+                  *_fallback_lines(summary)]
+    if summary["tau_coverage_mean"].notna().any():
+        parts += ["", "### τ(x) intervals per surface family and per design: coverage and mean "
+                      "width on the held-out units, and within the lowest (Q1) and highest (Q4) "
+                      "quartile of the true τ (— where τ is constant)", "",
+                  _tau_interval_table(pd.concat([_per_surface(summary), _per_design(summary)]))]
+    return "\n".join(parts)
 
 
 # ------------------------------------------------------------------------------ runner

@@ -3,7 +3,9 @@ estimate of IHDP, at DoWhy's default number of simulations, stacked (:mod:`dowhy
 
 For each refuter: the wall time of ``model.refute_estimate(...)``, the simulations and stacks
 trained, the refuter's new effect relative to the estimate (placebo and dummy outcome:
-``new / estimate``, ideally 0; the others: ``new / estimate - 1``, ideally 0) and DoWhy's p-value.
+``new / estimate``, ideally 0; the others: ``new / estimate - 1``, ideally 0), DoWhy's p-value,
+and the five read as a family (``p_holm``, ``significant_holm``: Holm's adjustment,
+:func:`dowhy_cfr.stacked_refuters.family_verdict`).
 Targets (issue 12): <= 60 s per refuter on 2 cores, placebo within 10% of zero relative to the
 estimate, ``random_common_cause`` moving the estimate by < 5% and not significant.
 """
@@ -76,7 +78,7 @@ def _progress(name, refutation, seconds) -> None:
 
 def _markdown(table: pd.DataFrame) -> str:
     cols = list(table.columns)
-    fmt = {"p_value": "{:.3g}", "relative": "{:+.2%}"}
+    fmt = {"p_value": "{:.3g}", "p_holm": "{:.3g}", "relative": "{:+.2%}"}
     lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
     for _, row in table.iterrows():
         lines.append("| " + " | ".join(fmt.get(c, "{}").format(row[c]) for c in cols) + " |")
@@ -108,6 +110,7 @@ def run_command(args) -> str:
           f"{fit_seconds:.1f} s, best step {int(cfr.best_iteration_[0])}); "
           f"{args.simulations} simulations per refuter, torch threads {args.threads}, "
           f"device {args.device}\n\n"
-          + _markdown(table))
+          + _markdown(table) + "\n\n"
+          + sr.explain_family(dict(zip(table["refuter"], table["p_value"]))))
     report.write_outputs(args.out, "refuters", table, table, md)
     return md

@@ -40,7 +40,8 @@ from ._runner import TaskPool, add_threads_argument, chunks, progress_bar
 from .methods import parse_cfr_params
 
 __all__ = ["SYNTHETIC_METHODS", "EXTRA_PEERS", "CFR_FAMILY", "INTERVAL_METHODS", "ROW_COLUMNS",
-           "ProjectionCATE", "interval_coverage", "pointwise_interval", "make_estimator",
+           "QUARTILE_COLUMNS", "ProjectionCATE", "interval_coverage", "quartile_coverage",
+           "pointwise_interval", "make_estimator",
            "cfr_inference", "run_data", "run_one", "run_synthetic", "summarize_synthetic", "synthetic_markdown", "add_parsers",
            "run_command"]
 
@@ -65,11 +66,14 @@ INTERVAL_METHODS = ("LinearDML", "CausalForestDML", "DRLearner")
 #: Methods whose ``fit`` takes ``W`` (the others see ``[X, W]`` as X on design E).
 _TAKES_W = CFR_FAMILY + INTERVAL_METHODS
 #: Columns of the per-run CSV.
+#: Coverage and mean width of the pointwise tau(x) intervals within each quartile of the true
+#: tau on the test units (:func:`quartile_coverage`; q1: the smallest effects, q4: the largest).
+QUARTILE_COLUMNS = [f"tau_{what}_q{q}" for q in range(1, 5) for what in ("coverage", "width")]
 ROW_COLUMNS = ["design", "n", "seed", "method", "pehe", "ate", "ate_true", "ate_sample", "ate_error",
                "ate_abs_error", "ate_lower", "ate_upper", "ate_covered", "ate_width",
-               "tau_coverage", "tau_width", "time_s", "error"]
+               "tau_coverage", "tau_width", *QUARTILE_COLUMNS, "time_s", "error"]
 _METRICS = ["ate_abs_error", "pehe", "ate_covered", "ate_width", "tau_coverage", "tau_width",
-            "time_s"]
+            *QUARTILE_COLUMNS, "time_s"]
 
 
 # ------------------------------------------------------------------------------ methods
@@ -253,6 +257,46 @@ def interval_coverage(truth, lower, upper) -> tuple[float, float]:
     return float(covered.mean()), float(np.mean(upper - lower))
 
 
+def quartile_coverage(truth, lower, upper) -> dict:
+    """Coverage and mean width of pointwise intervals within each quartile of the true effects.
+
+    The units are ranked by ``truth`` (ties in their given order) and split into four groups of
+    (nearly) equal size; q1 holds the smallest effects, q4 the largest. Intervals that cover on
+    average can still miss the extremes of tau(x), where an estimate shrunk towards the mean is
+    biased; the outer quartiles show it.
+
+    Parameters
+    ----------
+    truth : array_like of shape (m,)
+        The true effects of the units.
+    lower, upper : array_like
+        The intervals, broadcastable to (m,) (NaN: the method has none).
+
+    Returns
+    -------
+    dict
+        ``tau_coverage_q1``, ``tau_width_q1``, ..., ``tau_width_q4`` (:data:`QUARTILE_COLUMNS`);
+        all NaN for a method without intervals, for fewer than 4 units, or where tau is
+        constant (its quartiles are not defined).
+
+    Examples
+    --------
+    >>> out = quartile_coverage([1, 2, 3, 4, 5, 6, 7, 8], 0.5, 6.5)
+    >>> out["tau_coverage_q1"], out["tau_coverage_q4"], out["tau_width_q4"]
+    (1.0, 0.0, 6.0)
+    """
+    out = dict.fromkeys(QUARTILE_COLUMNS, float("nan"))
+    truth = np.asarray(truth, dtype=float).reshape(-1)
+    if truth.size < 4 or np.ptp(truth) <= 1e-12 * max(1.0, float(np.abs(truth).max())):
+        return out
+    lower, upper = (np.broadcast_to(np.asarray(a, dtype=float).reshape(-1) if np.ndim(a) else a,
+                                    truth.shape) for a in (lower, upper))
+    for q, rows in enumerate(np.array_split(np.argsort(truth, kind="stable"), 4), start=1):
+        cov, width = interval_coverage(truth[rows], lower[rows], upper[rows])
+        out[f"tau_coverage_q{q}"], out[f"tau_width_q{q}"] = cov, width
+    return out
+
+
 def pointwise_interval(fn, x, alpha: float):
     """``fn(x, alpha=alpha)`` as two float arrays, or NaN when the method has no interval
     (``fn`` None; EconML raises AttributeError when ``inference`` is None; other errors
@@ -384,7 +428,8 @@ def _metrics(est, x, x_test, tau_train, tau_test, alpha: float, ate_true: float)
                 ate_true=ate_true, ate_sample=float(np.mean(tau_train)),
                 ate_error=ate - ate_true, ate_abs_error=abs(ate - ate_true),
                 ate_lower=float(np.ravel(lo)[0]), ate_upper=float(np.ravel(hi)[0]),
-                ate_covered=covered, ate_width=width, tau_coverage=tau_cov, tau_width=tau_width)
+                ate_covered=covered, ate_width=width, tau_coverage=tau_cov, tau_width=tau_width,
+                **quartile_coverage(tau_test, tau_lo, tau_hi))
 
 
 def _limits(threads: int):
@@ -405,15 +450,17 @@ def summarize_synthetic(raw: pd.DataFrame) -> pd.DataFrame:
     """Per (design, n, method): run count, failures and the mean of each metric.
 
     Coverage is the mean of ``ate_covered`` over runs with an interval, with its Monte Carlo
-    standard error ``sqrt(p (1 - p) / runs)``; ``*_se`` columns are standard errors over runs.
+    standard error ``sqrt(p (1 - p) / runs)``; ``*_se`` columns are standard errors over runs;
+    ``tau_coverage_q1_mean`` ... ``tau_width_q4_mean``: the τ(x) intervals within each quartile
+    of the true τ (:func:`quartile_coverage`), averaged over runs.
     """
     rows = []
     for (design, n, method), g in raw.groupby(["design", "n", "method"], sort=False):
         ok = g[_succeeded(g["error"])]
         row = dict(design=design, n=int(n), method=method, runs=len(ok),
                    failed=len(g) - len(ok))
-        for m in _METRICS:
-            v = ok[m].to_numpy(dtype=float)
+        for m in _METRICS:  # a raw file from before a metric existed: NaN
+            v = ok[m].to_numpy(dtype=float) if m in ok else np.array([])
             v = v[~np.isnan(v)]
             row[f"{m}_mean"] = float(v.mean()) if v.size else np.nan
             row[f"{m}_se"] = float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else np.nan
@@ -429,14 +476,24 @@ def _cell(mean, se=np.nan, digits: int = 3) -> str:
     return f"{mean:.{digits}f}" if np.isnan(se) else f"{mean:.{digits}f} ± {se:.{digits}f}"
 
 
+def _quartile_cells(r) -> list:
+    """τ(x) coverage and width in the outer quartiles of τ (Q1, Q4) of a summary row (— where
+    the summary predates them or τ is constant)."""
+    return [_cell(r.get(f"tau_{what}_q{q}_mean", np.nan), digits=2 if what == "coverage" else 3)
+            for q in (1, 4) for what in ("coverage", "width")]
+
+
 def synthetic_markdown(summary: pd.DataFrame, *, coverage: bool = False) -> str:
     """Markdown table of :func:`summarize_synthetic` (mean ± s.e. over runs; — = no interval).
 
-    ``coverage=True`` puts the interval columns first, with Monte Carlo standard errors.
+    ``coverage=True`` puts the interval columns first, with Monte Carlo standard errors, and
+    the τ(x) coverage and width within the lowest (Q1) and highest (Q4) quartile of the true
+    τ on the test units (— where τ is constant, as on design C).
     """
     if coverage:
         header = ["design", "n", "method", "runs", "ATE coverage", "ATE width",
-                  "τ(x) coverage", "τ(x) width", "|ATE error|", "s / fit"]
+                  "τ(x) coverage", "τ(x) width", "τ(x) cov. Q1", "Q1 width", "τ(x) cov. Q4",
+                  "Q4 width", "|ATE error|", "s / fit"]
     else:
         header = ["design", "n", "method", "runs", "|ATE error|", "√PEHE", "ATE coverage",
                   "ATE width", "τ(x) coverage", "s / fit"]
@@ -447,8 +504,8 @@ def synthetic_markdown(summary: pd.DataFrame, *, coverage: bool = False) -> str:
         common = [str(r["design"]), str(r["n"]), str(r["method"]), runs]
         if coverage:
             cells = [cov, _cell(r["ate_width_mean"]), _cell(r["tau_coverage_mean"], digits=2),
-                     _cell(r["tau_width_mean"]), _cell(r["ate_abs_error_mean"]),
-                     _cell(r["time_s_mean"], digits=1)]
+                     _cell(r["tau_width_mean"]), *_quartile_cells(r),
+                     _cell(r["ate_abs_error_mean"]), _cell(r["time_s_mean"], digits=1)]
         else:
             cells = [_cell(r["ate_abs_error_mean"], r["ate_abs_error_se"]),
                      _cell(r["pehe_mean"], r["pehe_se"]), cov, _cell(r["ate_width_mean"]),
