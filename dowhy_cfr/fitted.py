@@ -387,12 +387,20 @@ class FittedMembers:
     def n_models(self) -> int:
         return self.net.n_models
 
-    def train_mask(self, n_units: int) -> np.ndarray:
-        """(K, n_units) bool: whether member j trained on unit i (needs ``train_rows``)."""
+    def seen_mask(self, n_units: int) -> np.ndarray:
+        """(K, n_units) bool: whether member j saw unit i, trained or early-stopped on it (needs
+        ``train_rows`` and ``val_rows``). A unit member j did not see is out of fold for it: for
+        K-fold bagged members, the j-th fold."""
         mask = np.zeros((self.n_models, n_units), dtype=bool)
-        for j, rows in enumerate(self.train_rows):
-            mask[j, rows] = True
+        for j, (train, val) in enumerate(zip(self.train_rows, self.val_rows)):
+            mask[j, train] = mask[j, val] = True
         return mask
+
+    def scoring_rows(self, member: int, n_units: int) -> np.ndarray:
+        """The units to score ``member`` on: those it never saw (its fold, for K-fold bagged
+        members), else its early-stopping units (a member that saw every unit)."""
+        unseen = np.flatnonzero(~self.seen_mask(n_units)[member])
+        return unseen if len(unseen) else self.val_rows[member]
 
     def on_units(self, units: np.ndarray) -> "FittedMembers":
         """The same members with their training/validation rows given as positions among
@@ -463,7 +471,8 @@ class BlendStage:
     where :math:`\bar h = \bar h_1 - \bar h_0` is the members' mean effect, :math:`g_j` (one
     regressor per treated arm) was fitted to the pseudo-outcomes :math:`\psi_{ia} - \psi_{i0}`
     (:func:`~dowhy_cfr.nuisance.aipw_scores`: out-of-fold heads, cross-fitted propensities;
-    Kennedy's DR-learner) on the units member ``j`` trained on, and :math:`c` (``shift``) makes
+    Kennedy's DR-learner) on the units member ``j`` saw (trained or early-stopped on: every unit
+    outside fold j), and :math:`c` (``shift``) makes
     the mean over the fitted units the doubly robust average effect. The weights ``(a, b)`` are
     :math:`(\lambda, 1 - \lambda)` by the R-loss of Nie & Wager (2021) of the out-of-fold
     effects, or (0, 0) where a constant effect has the lower R-loss
@@ -473,10 +482,11 @@ class BlendStage:
     For the members' jackknife of the pointwise intervals, member ``j``'s effect is its own
     blend :math:`a h_j + b g_j` (unshifted: only the spread counts). Where the constant effect
     is chosen, member ``j``'s effect is ``deleted[j]``, :math:`\hat\theta_{(-j)}`, the mean of
-    the pseudo-outcomes over the units it trained on (the average effect with fold j deleted):
+    the pseudo-outcomes over the units it saw (the average effect with fold j deleted):
     the interval at every x is then the jackknife interval of the average effect.
 
-    ``train`` (K, n) bool: the units member ``j`` (and regressor ``j``) trained on; ``model``
+    ``train`` (K, n) bool: the units member ``j`` saw (:meth:`FittedMembers.seen_mask`), on
+    which regressor ``j`` is fitted; ``model``
     the unfitted regressor (saved with the model: a loaded model refits the regressions,
     deterministically from the members' seeds); ``models`` K lists of fitted regressors, one
     per treated arm.

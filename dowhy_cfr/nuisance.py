@@ -367,8 +367,9 @@ def fit_per_arm(model, x: np.ndarray, tau: np.ndarray) -> list:
 
 
 def held_out_mean(values: np.ndarray, train: np.ndarray) -> np.ndarray:
-    """Per unit, the mean of ``values`` (K, n, a) over the members that did not train on it
-    (``train``: (K, n) bool): (n, a); NaN where every member trained on the unit."""
+    """Per unit, the mean of ``values`` (K, n, a) over the members that did not see it
+    (``train``: (K, n) bool, the units each member trained or early-stopped on): (n, a); NaN
+    where every member saw the unit."""
     unseen = (~train).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.einsum("kna,kn->na", values, unseen) / unseen.sum(0)[:, None]
