@@ -168,10 +168,9 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
         constant per arm so that ``ate(X)`` over the fitted units is the AIPW ATE. None: the
         plug-in (also ``average_effect(..., debiased=False)``), no analytic intervals.
     cross_fit : bool or "auto", default "auto"
-        The ``n_ensemble`` members are K-fold bagged: member j trains and early-stops on an
-        inner split (``val_fraction``) of the units outside the j-th of K folds and never sees
-        fold j, so every unit's outcome prediction from the member that never saw it enters the
-        AIPW corrections (out of fold); effects still average all members. "auto": True when
+        K-fold bagged members: member j trains and early-stops on a split of the units outside
+        the j-th of K folds and never sees fold j, whose outcome predictions enter the AIPW
+        corrections (out of fold); effects still average all members. "auto": True when
         ``n_ensemble >= 2``.
     model_propensity, min_propensity, cv : None, str, classifier or list; float; int
         Propensity model (None/"auto": the better by out-of-fold log-loss of a logistic regression
