@@ -544,17 +544,22 @@ def fit_blend(train: np.ndarray, model, seeds: list, stage: DebiasedStage) -> Bl
     regressor j of the pseudo-outcomes fitted on member j's units ``train[j]``
     (:func:`~dowhy_cfr.nuisance.cross_fit_dr_learner`), the weights chosen by the R-loss of the
     out-of-fold effects (:func:`~dowhy_cfr.nuisance.blend_weights`), and the shift that makes the
-    mean over the fitted units the AIPW average effect. Deterministic given the seeds (a loaded
-    model refits it)."""
+    mean over the fitted units the AIPW average effect; where a constant effect is chosen, also
+    the mix it beat (its weights and shift: the intervals account for the choice). Deterministic
+    given the seeds (a loaded model refits it)."""
     scores = aipw_scores(stage.y, stage.arms, stage.mu, stage.e)
     pseudo = scores[:, 1:] - scores[:, :1]
     models = cross_fit_dr_learner(model, stage.x, pseudo, train, seeds)
     regs = regressions_at(models, stage.x)
-    weights = blend_weights(stage.y, stage.arms, stage.mu, stage.e, effects_of(stage.mu.T),
-                            held_out_mean(regs, train))
-    blended = weights[0] * effects_of(stage.mu_plugin.T) + weights[1] * regs.mean(0)
+    oof = (stage.y, stage.arms, stage.mu, stage.e, effects_of(stage.mu.T),
+           held_out_mean(regs, train))
+    weights = blend_weights(*oof)
+    mix = weights if np.any(weights) else blend_weights(*oof, constant=False)
+    mixed = mix[0] * effects_of(stage.mu_plugin.T) + mix[1] * regs.mean(0)
+    mix_shift = stage.theta - mixed.mean(0)
+    shift = mix_shift if np.any(weights) else stage.theta
     deleted = np.stack([pseudo[rows].mean(0) for rows in train])
-    return BlendStage(train, model, models, weights, stage.theta - blended.mean(0), deleted)
+    return BlendStage(train, model, models, weights, shift, deleted, mix, mix_shift)
 
 
 def assemble(settings: FitSettings, trained: Trained, data: FitData,
