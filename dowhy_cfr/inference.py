@@ -262,7 +262,8 @@ class AverageEffectsMixin:
         intervals (Semenova & Chernozhukov 2021; GRF's ``best_linear_projection``;
         :func:`dowhy_cfr.debiased.best_linear_projection`). The intercept is the doubly robust
         ATE. A summary of heterogeneity with valid intervals, which ``effect(X)`` (the heads'
-        unit-level effects) does not give; where the effect is close to linear it is also the
+        effects blended with a regression, or a constant) does not give; where the effect is close
+        to linear it is also the
         more accurate CATE (``docs/inference.md``, "How the effect varies").
 
         Parameters
@@ -441,7 +442,10 @@ class CFRAIPWInference(Inference):
     not its bias: where the networks smooth over a jump or extrapolate, it under-covers
     (coverage measured in ``docs/inference.md``). With W at fit the effects are
     ``model_final``'s regression of the unit-level effects on X; its jackknife refits
-    ``model_final`` to each member's unit-level effects (K extra fits, on first use).
+    ``model_final`` to each member's unit-level effects (K extra fits, on first use). Where the
+    blend reported a constant effect (``effect_model_ == "constant"``) they warn and give at each
+    x the smallest interval that holds the constant's and the rejected blend's t intervals
+    (``docs/inference.md``, "After a constant choice").
     """
 
     @property
