@@ -19,6 +19,7 @@ sets 0-49, stacks of 50).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import warnings
 
@@ -59,7 +60,7 @@ def realistic(args) -> pd.DataFrame:
     from dowhy_cfr.datasets.realistic import DEFAULT_DESIGNS
 
     settings = dict(n_test=2000, overlap=None, alpha=0.05, tiny=False, n_iter=None,
-                    cfr_params={}, cfr_inference="auto")
+                    cfr_params=args.cfr_params, cfr_inference="auto")
     rows = []
     for design in DEFAULT_DESIGNS:
         for seed in args.seeds:
@@ -81,7 +82,8 @@ def ihdp(args) -> pd.DataFrame:
     x, t = np.ascontiguousarray(data["x"][0]), np.ascontiguousarray(data["t"][0])
     tau_all = data["mu1"] - data["mu0"]
     splits = [ihdp_split(x.shape[0], seed=int(r)) for r in reals]
-    settings = dict(alpha_wass=0.2, alpha_mmd=1.0, n_iter=None, tiny=False)
+    settings = dict(alpha_wass=0.2, alpha_mmd=1.0, n_iter=None, tiny=False,
+                    cfr_params=args.cfr_params)
     rows = []
     for piece in chunks(list(range(len(reals))), 25):
         _, _, members = fit_cfr_stacked("CFR-Wass", x, t, data["yf"][piece],
@@ -99,24 +101,29 @@ def ihdp(args) -> pd.DataFrame:
 
 def coverage(args) -> pd.DataFrame:
     from dowhy_cfr import CFR
-    from dowhy_cfr.benchmarks.synthetic import population_ate, run_data
+    from dowhy_cfr.benchmarks.synthetic import _features, population_ate, run_data
     from dowhy_cfr.plans import draw_seeds
 
     rows = []
     seeds = list(range(args.datasets))
     for design in args.designs.split(","):
         data = [run_data(design, args.n, s) for s in seeds]
-        est = CFR(random_state=seeds[0], verbose=0)
-        fits = est.fit_stacked([tr.y for tr, _ in data], [tr.t for tr, _ in data],
-                               X=[tr.x for tr, _ in data],
-                               W=None if data[0][0].w is None else [tr.w for tr, _ in data],
+        xs = [_features("CFR", tr.x, tr.w)[0] for tr, _ in data]  # W joins X, as the benchmark
+        est = CFR(random_state=seeds[0], verbose=0, **args.cfr_params)
+        fits = est.fit_stacked([tr.y for tr, _ in data], [tr.t for tr, _ in data], X=xs,
                                seeds=[draw_seeds(s, est.n_ensemble) for s in seeds])
-        for s, fit, (train, test) in zip(seeds, fits, data):
-            rows.append(_row(fit, train.x, test.x, test.tau, population_ate(design),
-                             design=design, seed=s))
+        for s, fit, x, (_, test) in zip(seeds, fits, xs, data):
+            rows.append(_row(fit, x, _features("CFR", test.x, test.w)[0], test.tau,
+                             population_ate(design), design=design, seed=s))
         print(design, pd.DataFrame(rows).query("design == @design").drop(
             columns=["design", "seed"]).mean().round(3).to_dict(), flush=True)
+        _save(pd.DataFrame(rows), args)  # each design as it is done
     return pd.DataFrame(rows)
+
+
+def _save(frame: pd.DataFrame, args) -> None:
+    os.makedirs(args.out, exist_ok=True)
+    frame.to_csv(os.path.join(args.out, f"{args.command}.csv"), index=False)
 
 
 def compare(args) -> None:
@@ -155,6 +162,8 @@ def main():
     c.add_argument("--datasets", type=int, default=50)
     for s in (r, i, c):
         s.add_argument("--out", required=True, help="directory of <suite>.csv")
+        s.add_argument("--cfr-params", type=json.loads, default={},
+                       help='CFR keyword arguments as JSON, e.g. \'{"val_fraction": 0.15}\'')
     cmp = sub.add_parser("compare")
     cmp.add_argument("old")
     cmp.add_argument("new")
@@ -164,9 +173,7 @@ def main():
         return compare(args)
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
-    frame = {"realistic": realistic, "ihdp": ihdp, "coverage": coverage}[args.command](args)
-    os.makedirs(args.out, exist_ok=True)
-    frame.to_csv(os.path.join(args.out, f"{args.command}.csv"), index=False)
+    _save({"realistic": realistic, "ihdp": ihdp, "coverage": coverage}[args.command](args), args)
 
 
 if __name__ == "__main__":
