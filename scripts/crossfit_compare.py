@@ -41,13 +41,13 @@ def _pointwise(est, x, truth):
     return float(np.mean((lo <= truth) & (truth <= hi))), float(np.mean(hi - lo))
 
 
-def _row(est, x_fit, x_test, tau_test, ate_true, **keys) -> dict:
+def _row(est, x_fit, x_test, tau_test, ate_true, w_test=None, **keys) -> dict:
     ate = float(np.ravel(est.ate())[0])
     lo, hi = (float(np.ravel(v)[0]) for v in est.ate_interval(alpha=0.05))
     cov, width = _pointwise(est, x_test, tau_test)
     blend = est.fitted_.blend
     return dict(**keys, pehe=_pehe(est.effect(x_test), tau_test),
-                pehe_heads=_pehe(est.individual_effect(x_test), tau_test),
+                pehe_heads=_pehe(est.individual_effect(x_test, w_test), tau_test),
                 ate_abs_error=abs(ate - ate_true), ate_covered=float(lo <= ate_true <= hi),
                 ate_width=hi - lo, tau_coverage=cov, tau_width=width,
                 lam=np.nan if blend is None else float(blend.weights[0]),
@@ -101,20 +101,21 @@ def ihdp(args) -> pd.DataFrame:
 
 def coverage(args) -> pd.DataFrame:
     from dowhy_cfr import CFR
-    from dowhy_cfr.benchmarks.synthetic import _features, population_ate, run_data
+    from dowhy_cfr.benchmarks.synthetic import population_ate, run_data
     from dowhy_cfr.plans import draw_seeds
 
     rows = []
     seeds = list(range(args.datasets))
     for design in args.designs.split(","):
         data = [run_data(design, args.n, s) for s in seeds]
-        xs = [_features("CFR", tr.x, tr.w)[0] for tr, _ in data]  # W joins X, as the benchmark
         est = CFR(random_state=seeds[0], verbose=0, **args.cfr_params)
-        fits = est.fit_stacked([tr.y for tr, _ in data], [tr.t for tr, _ in data], X=xs,
+        fits = est.fit_stacked([tr.y for tr, _ in data], [tr.t for tr, _ in data],
+                               X=[tr.x for tr, _ in data],  # W as W, as the benchmark
+                               W=None if data[0][0].w is None else [tr.w for tr, _ in data],
                                seeds=[draw_seeds(s, est.n_ensemble) for s in seeds])
-        for s, fit, x, (_, test) in zip(seeds, fits, xs, data):
-            rows.append(_row(fit, x, _features("CFR", test.x, test.w)[0], test.tau,
-                             population_ate(design), design=design, seed=s))
+        for s, fit, (train, test) in zip(seeds, fits, data):
+            rows.append(_row(fit, train.x, test.x, test.tau, population_ate(design),
+                             w_test=test.w, design=design, seed=s))
         print(design, pd.DataFrame(rows).query("design == @design").drop(
             columns=["design", "seed"]).mean().round(3).to_dict(), flush=True)
         _save(pd.DataFrame(rows), args)  # each design as it is done
