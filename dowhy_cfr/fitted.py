@@ -472,8 +472,8 @@ class BlendStage:
     regressor per treated arm) was fitted to the pseudo-outcomes :math:`\psi_{ia} - \psi_{i0}`
     (:func:`~dowhy_cfr.nuisance.aipw_scores`: out-of-fold heads, cross-fitted propensities;
     Kennedy's DR-learner) on the units member ``j`` saw (trained or early-stopped on: every unit
-    outside fold j), and :math:`c` (``shift``) makes
-    the mean over the fitted units the doubly robust average effect. The weights ``(a, b)`` are
+    outside fold j), and :math:`c` (``shift``) makes the mean over the fitted units the doubly
+    robust average effect. The weights ``(a, b)`` are
     :math:`(\lambda, 1 - \lambda)` by the R-loss of Nie & Wager (2021) of the out-of-fold
     effects, or (0, 0) where a constant effect has the lower R-loss
     (:func:`~dowhy_cfr.nuisance.blend_weights`; ``docs/parameters.md``, item 9). The fit path
@@ -488,10 +488,9 @@ class BlendStage:
     candidates' (``docs/inference.md``).
 
     ``train`` (K, n) bool: the units member ``j`` saw (:meth:`FittedMembers.seen_mask`), on
-    which regressor ``j`` is fitted; ``model``
-    the unfitted regressor (saved with the model: a loaded model refits the regressions,
-    deterministically from the members' seeds); ``models`` K lists of fitted regressors, one
-    per treated arm.
+    which regressor ``j`` is fitted; ``model`` the unfitted regressor (saved with the model: a
+    loaded model refits the regressions, deterministically from the members' seeds); ``models``
+    K lists of fitted regressors, one per treated arm.
     """
 
     train: np.ndarray

@@ -53,6 +53,8 @@ def test_blend_weights_recover_the_mixture_the_outcomes_follow(lam):
 def test_blend_weights_choose_a_constant_where_the_candidates_predict_nothing():
     y, arms, mu, e, a, b = _mixed_outcomes(0.5, scale=0.0)
     np.testing.assert_array_equal(blend_weights(y, arms, mu, e, a, b), [0.0, 0.0])
+    lam, rest = blend_weights(y, arms, mu, e, a, b, constant=False)  # the mix the constant beat
+    assert 0.0 <= lam <= 1.0 and lam + rest == pytest.approx(1.0)
     # a real variation is kept while the mix is closer to it than a constant: here the mix
     # varies 1 / 0.6 times as much as the effect (a constant wins from twice as much on)
     y, arms, mu, e, a, b = _mixed_outcomes(0.5, scale=0.6)
