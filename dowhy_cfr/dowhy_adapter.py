@@ -22,8 +22,9 @@ What the adapter does
   modifiers as ``X`` and the backdoor set as ``W``; CFR then reports ``CATE(x)`` through a
   final-stage regression on ``X`` alone. This adapter instead passes the union of the effect
   modifiers and the backdoor (adjustment) set -- each variable once, in data-column order -- as
-  CFR's ``X``, so effects come straight from the two heads.
-* ``estimate.cate_estimates`` holds the unit-level effects ``tau(x_i, w_i)`` of the target units
+  CFR's ``X``, so the effects are CFR's ``effect(X)`` of every covariate (by default the heads
+  blended with a doubly robust regression on them: ``effect_model_``), not ``model_final``'s.
+* ``estimate.cate_estimates`` holds the effects ``effect(x_i)`` of the target units
   (shape ``(m, 1)`` as in DoWhy's EconML wrapper; their row labels are in
   ``estimate.cate_index``). For ``target_units`` "ate", "att" and "atc" on the fitted data,
   ``estimate.value`` is the doubly robust (AIPW) estimate of :meth:`CFR.average_effect`
@@ -31,7 +32,9 @@ What the adapter does
   ``cate_estimates`` (the effects are shifted to make it so), for "att"/"atc" it is the doubly
   robust ATT/ATC, which can differ from the mean of the shifted unit effects over those units.
   Otherwise (other target units, new data, ``debias=None``) the value is the mean of
-  ``cate_estimates``.
+  ``cate_estimates``. ``print(estimate)`` ends with the fit's effect model: what the effects
+  are (the heads blended with a doubly robust regression and its weight ``lam``, or a constant
+  where that had the lower out-of-fold R-loss; :attr:`CFR.effect_model_`).
 * ``target_units``: ``"ate"`` (all units), ``"att"`` (units with ``T == treatment_value``),
   ``"atc"`` (units with ``T == control_value``), a callable returning a boolean mask over the rows
   of the data (DoWhy's semantics), or a DataFrame of units, which must hold every covariate
@@ -73,8 +76,8 @@ from .debiased import AverageEffect
 from .estimator import CFR, TARNet
 from .inference import CFRAIPWInference
 
-__all__ = ["CFREstimator", "TARNetEstimator", "BARE_METHOD_NAMES", "normalize_method_name",
-           "in_data_order"]
+__all__ = ["CFREstimator", "TARNetEstimator", "CFRCausalEstimate", "BARE_METHOD_NAMES",
+           "normalize_method_name", "in_data_order"]
 
 #: Bare method names accepted by ``CausalModel.estimate_effect`` (case-insensitive).
 BARE_METHOD_NAMES = {"cfr": "backdoor.cfr", "tarnet": "backdoor.tarnet"}
@@ -250,6 +253,17 @@ def in_data_order(data: pd.DataFrame, names) -> list:
     changes between interpreter runs: ordered, fits are reproducible)."""
     position = {c: i for i, c in enumerate(data.columns)}
     return sorted(names, key=lambda c: position.get(c, len(position)))
+
+
+class CFRCausalEstimate(CausalEstimate):
+    """DoWhy's :class:`~dowhy.causal_estimator.CausalEstimate` whose text (``print(estimate)``)
+    also says what the fitted CFR's ``effect(X)`` -- ``estimate.cate_estimates`` -- is: its
+    ``effect_model_`` ("blend" with its ``lam``, "constant", "heads", "model_final")."""
+
+    def __str__(self):
+        text = super().__str__()
+        fitted = getattr(getattr(self, "_estimator_object", None), "fitted_", None)
+        return text if fitted is None else f"{text}\n## Effect model\n{fitted.effect_description()}\n"
 
 
 # ----------------------------------------------------------------------------- the adapter
@@ -510,7 +524,7 @@ num_quantiles_to_discretize_cont_cols
             self.effect_intervals = self._estimate_confidence_intervals(self.confidence_level)
 
         estimand = self._target_estimand
-        estimate = CausalEstimate(
+        estimate = CFRCausalEstimate(
             data=data, treatment_name=estimand.treatment_variable,
             outcome_name=estimand.outcome_variable, estimate=value, control_value=control_value,
             treatment_value=treatment_value, target_estimand=estimand,

@@ -75,15 +75,41 @@ class _UnitPredictions:
         return fitted.representation(fitted.features(X, W), member, at_init=True)
 
 
-class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpansionMixin,
-          LinearCateEstimator, BaseEstimator):
+class _FittedAttributes:
+    """The fitted attributes of :class:`CFR` (documented there), read from ``fitted_``."""
+
+    history_ = _fitted("members.history", "history_ (the training history)")
+    best_iteration_ = _fitted("members.best_iteration", "best_iteration_ (kept steps)")
+    n_iter_ = _fitted("members.n_iter", "n_iter_ (steps run)")
+    seeds_ = _fitted("members.seeds", "seeds_ (the members' seeds)")
+    training_result_ = _fitted("members.result", "training_result_ (the core's result)")
+    config_ = _fitted("config", "config_ (the core configuration used)")
+    alpha_ = _fitted("config.alpha", "alpha_ (the alpha used)")
+    alpha_scores_ = _fitted("alpha_scores", "alpha_scores_ (the alpha candidates' scores)")
+    propensity_model_ = _fitted("debiased.propensity_model", "propensity_model_ (model used)")
+    clipped_share_ = _fitted("debiased.clipped_share", "clipped_share_ (clipped propensities)")
+    loss_ = _fitted("preprocessing.loss", "loss_ (the loss used)")
+    model_final_ = _fitted("final.models", "model_final_ (the final-stage models)")
+    blend_weights_ = _fitted("blend.weights", "blend_weights_ (the weights of final_blend)")
+    blend_lambda_ = _fitted("blend.lam", "blend_lambda_ (the heads' weight in the blend)")
+    effect_model_ = _fitted("effect_model", "effect_model_ (what effect(X) reports)")
+    n_features_in_ = _fitted("columns.n_features", "n_features_in_ (columns of X and W)")
+
+
+class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, _FittedAttributes,
+          TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
     """Counterfactual Regression (Shalit, Johansson & Sontag, ICML 2017) as an EconML estimator.
 
     A shared representation ``Phi`` of the covariates feeds one outcome head per treatment arm
     (``h0``, ``h1``). Training minimises the weighted factual loss plus ``alpha`` times an integral
     probability metric (IPM) between the treated and control representations (Eq. 3 of the paper),
-    so that the heads extrapolate across arms from balanced representations. The individual effect
-    is ``tau(x) = h1(Phi(x)) - h0(Phi(x))``.
+    so that the heads extrapolate across arms from balanced representations. The heads' effect is
+    ``h1(Phi(x)) - h0(Phi(x))`` (``individual_effect``). What ``effect(X)`` reports is
+    ``effect_model_``: by default (no W) the blend ``lam * (h1 - h0) + (1 - lam) * g(x) + c`` of
+    the heads' effect (the members' mean) with ``g``, a boosted regression of the doubly robust
+    pseudo-outcomes on X, ``lam`` (``blend_lambda_``) chosen by the out-of-fold R-loss, or the
+    doubly robust ATE at every x where a constant has the lower R-loss; ``c`` makes the mean over
+    the fitted units the doubly robust ATE (``final_blend``; ``summary()`` says which).
 
     The training and network defaults are those of :class:`dowhy_cfr.core.CFRConfig`, the one
     place they are defined (sources and measurements in ``docs/parameters.md``): five small
@@ -168,10 +194,10 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
         constant per arm so that ``ate(X)`` over the fitted units is the AIPW ATE. None: the
         plug-in (also ``average_effect(..., debiased=False)``), no analytic intervals.
     cross_fit : bool or "auto", default "auto"
-        The ``n_ensemble`` members are K-fold bagged: member j trains on the units outside the
-        j-th of K folds and early-stops on fold j, so every unit's outcome prediction from the
-        member that did not train on it enters the AIPW corrections (out of fold); effects still
-        average all members. "auto": True when ``n_ensemble >= 2``.
+        K-fold bagged members: member j trains and early-stops on a split of the units outside
+        the j-th of K folds and never sees fold j, whose outcome predictions enter the AIPW
+        corrections (out of fold); effects still average all members. "auto": True when
+        ``n_ensemble >= 2``.
     model_propensity, min_propensity, cv : None, str, classifier or list; float; int
         Propensity model (None/"auto": the better by out-of-fold log-loss of a logistic regression
         and depth-3 boosting; EconML's names "linear", "forest", ... or a list to select from:
@@ -208,9 +234,13 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
         ``r_loss``, ``dr_loss``; mean over members, lower is better) and ``selected``; else None.
     model_final_ : list of fitted regressors or None
         The final-stage models, one per treated arm (only when W was given).
-    blend_weights_ : ndarray (2,) or None
+    effect_model_ : str
+        What ``effect(X)`` reports: "blend", "constant" (the doubly robust ATE at every x),
+        "heads" (``final_blend=False``, no blend possible) or "model_final" (W at fit).
+    blend_weights_, blend_lambda_ : ndarray (2,) or None, float or None
         ``final_blend``'s weights of the heads and of ``g``: (lam, 1 - lam), or (0, 0) for a
-        constant effect (None where no blend was fitted).
+        constant effect; ``lam`` of the blend (where a constant was chosen: of the blend it
+        beat). None where no blend was fitted.
     seeds_, loss_, propensity_model_, clipped_share_ : list of int, str, str or None, float or None
         Members' seeds; the loss ("mse"/"logloss"); the propensity model kept; the share of units
         whose propensity was clipped at ``min_propensity`` (``fit`` warns above 10 %).
@@ -247,22 +277,6 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
         for name in list(inspect.signature(CFR.__init__).parameters)[1:]:  # all but self
             setattr(self, name, params[name])
         super().__init__()
-
-    # ------------------------------------------------------------------ fitted state
-    history_ = _fitted("members.history", "history_ (the training history)")
-    best_iteration_ = _fitted("members.best_iteration", "best_iteration_ (kept steps)")
-    n_iter_ = _fitted("members.n_iter", "n_iter_ (steps run)")
-    seeds_ = _fitted("members.seeds", "seeds_ (the members' seeds)")
-    training_result_ = _fitted("members.result", "training_result_ (the core's result)")
-    config_ = _fitted("config", "config_ (the core configuration used)")
-    alpha_ = _fitted("config.alpha", "alpha_ (the alpha used)")
-    alpha_scores_ = _fitted("alpha_scores", "alpha_scores_ (the alpha candidates' scores)")
-    propensity_model_ = _fitted("debiased.propensity_model", "propensity_model_ (model used)")
-    clipped_share_ = _fitted("debiased.clipped_share", "clipped_share_ (clipped propensities)")
-    loss_ = _fitted("preprocessing.loss", "loss_ (the loss used)")
-    model_final_ = _fitted("final.models", "model_final_ (the final-stage models)")
-    blend_weights_ = _fitted("blend.weights", "blend_weights_ (the weights of final_blend)")
-    n_features_in_ = _fitted("columns.n_features", "n_features_in_ (columns of X and W)")
 
     transformer = property(lambda self: self.fitted_.encoding.transformer if "fitted_" in
                            self.__dict__ else None, doc="EconML's treatment encoder (None before fit)")
@@ -395,10 +409,13 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, TreatmentExpa
     def const_marginal_effect(self, X=None):
         """Effect of treatment vs control at ``X``: shape (m, d_t) (or (m, d_y, d_t) for 2-D Y).
 
-        Without W at fit, ``h1(Phi(x)) - h0(Phi(x))`` (ensemble mean), blended with the doubly
-        robust regression (``final_blend``); with W at fit, ``model_final_`` at X; with X=None at
-        fit, the mean over the fitted units (shape (1, ...)). With ``debias="aipw"``, plus the
-        constant that makes the mean over the fitted units the AIPW ATE (``average_effect``).
+        ``effect_model_`` says which: without W at fit, by default ``lam * (h1(Phi(x)) -
+        h0(Phi(x))) + (1 - lam) * g(x)`` (the members' mean heads blended with the doubly robust
+        regression ``g``, ``lam = blend_lambda_``), or the doubly robust ATE at every x where a
+        constant had the lower out-of-fold R-loss, or with ``final_blend=False`` the heads'
+        effect alone; with W at fit, ``model_final_`` at X; with X=None at fit, the mean over
+        the fitted units (shape (1, ...)). With ``debias="aipw"``, plus the constant that makes
+        the mean over the fitted units the AIPW ATE (``average_effect``).
         """
         fitted = self._check_fitted()
         if fitted.columns.n_x == 0 or (X is None and fitted.debiased is None):

@@ -387,12 +387,20 @@ class FittedMembers:
     def n_models(self) -> int:
         return self.net.n_models
 
-    def train_mask(self, n_units: int) -> np.ndarray:
-        """(K, n_units) bool: whether member j trained on unit i (needs ``train_rows``)."""
+    def seen_mask(self, n_units: int) -> np.ndarray:
+        """(K, n_units) bool: whether member j saw unit i, trained or early-stopped on it (needs
+        ``train_rows`` and ``val_rows``). A unit member j did not see is out of fold for it: for
+        K-fold bagged members, the j-th fold."""
         mask = np.zeros((self.n_models, n_units), dtype=bool)
-        for j, rows in enumerate(self.train_rows):
-            mask[j, rows] = True
+        for j, (train, val) in enumerate(zip(self.train_rows, self.val_rows)):
+            mask[j, train] = mask[j, val] = True
         return mask
+
+    def scoring_rows(self, member: int, n_units: int) -> np.ndarray:
+        """The units to score ``member`` on: those it never saw (its fold, for K-fold bagged
+        members), else its early-stopping units (a member that saw every unit)."""
+        unseen = np.flatnonzero(~self.seen_mask(n_units)[member])
+        return unseen if len(unseen) else self.val_rows[member]
 
     def on_units(self, units: np.ndarray) -> "FittedMembers":
         """The same members with their training/validation rows given as positions among
@@ -463,8 +471,9 @@ class BlendStage:
     where :math:`\bar h = \bar h_1 - \bar h_0` is the members' mean effect, :math:`g_j` (one
     regressor per treated arm) was fitted to the pseudo-outcomes :math:`\psi_{ia} - \psi_{i0}`
     (:func:`~dowhy_cfr.nuisance.aipw_scores`: out-of-fold heads, cross-fitted propensities;
-    Kennedy's DR-learner) on the units member ``j`` trained on, and :math:`c` (``shift``) makes
-    the mean over the fitted units the doubly robust average effect. The weights ``(a, b)`` are
+    Kennedy's DR-learner) on the units member ``j`` saw (trained or early-stopped on: every unit
+    outside fold j), and :math:`c` (``shift``) makes the mean over the fitted units the doubly
+    robust average effect. The weights ``(a, b)`` are
     :math:`(\lambda, 1 - \lambda)` by the R-loss of Nie & Wager (2021) of the out-of-fold
     effects, or (0, 0) where a constant effect has the lower R-loss
     (:func:`~dowhy_cfr.nuisance.blend_weights`; ``docs/parameters.md``, item 9). The fit path
@@ -473,13 +482,15 @@ class BlendStage:
     For the members' jackknife of the pointwise intervals, member ``j``'s effect is its own
     blend :math:`a h_j + b g_j` (unshifted: only the spread counts). Where the constant effect
     is chosen, member ``j``'s effect is ``deleted[j]``, :math:`\hat\theta_{(-j)}`, the mean of
-    the pseudo-outcomes over the units it trained on (the average effect with fold j deleted):
-    the interval at every x is then the jackknife interval of the average effect.
+    the pseudo-outcomes over the units it saw (the average effect with fold j deleted), and
+    the mix the constant beat, ``mix_weights`` (its :math:`(\lambda, 1 - \lambda)`) and
+    ``mix_shift``, is kept (:meth:`mix_members`): the pointwise intervals then hold both
+    candidates' (``docs/inference.md``).
 
-    ``train`` (K, n) bool: the units member ``j`` (and regressor ``j``) trained on; ``model``
-    the unfitted regressor (saved with the model: a loaded model refits the regressions,
-    deterministically from the members' seeds); ``models`` K lists of fitted regressors, one
-    per treated arm.
+    ``train`` (K, n) bool: the units member ``j`` saw (:meth:`FittedMembers.seen_mask`), on
+    which regressor ``j`` is fitted; ``model`` the unfitted regressor (saved with the model: a
+    loaded model refits the regressions, deterministically from the members' seeds); ``models``
+    K lists of fitted regressors, one per treated arm.
     """
 
     train: np.ndarray
@@ -488,6 +499,8 @@ class BlendStage:
     weights: np.ndarray  # (2,): (lam, 1 - lam), or (0, 0) for a constant effect
     shift: np.ndarray  # (n_arms - 1,)
     deleted: np.ndarray  # (K, n_arms - 1): the pseudo-outcomes' mean over member j's units
+    mix_weights: np.ndarray  # (2,): (lam, 1 - lam) of the mix, also where a constant was chosen
+    mix_shift: np.ndarray  # (n_arms - 1,): the mix's shift to the doubly robust average effect
 
     @property
     def constant(self) -> bool:
@@ -496,8 +509,14 @@ class BlendStage:
 
     @property
     def lam(self) -> float:
-        """The heads' weight lam of the mix (0 when a constant effect is reported)."""
-        return float(self.weights[0])
+        """The heads' weight lam of the mix chosen by the R-loss (where a constant effect is
+        reported: of the mix that the constant beat)."""
+        return float(self.mix_weights[0])
+
+    def mix_members(self, x: np.ndarray, member_heads: np.ndarray) -> np.ndarray:
+        """Each member's mix ``lam * h_j + (1 - lam) * g_j`` (K, m, n_arms - 1) at the X block
+        ``x``, unshifted, whether or not a constant effect was chosen."""
+        return self.mix_weights[0] * member_heads + self.mix_weights[1] * self.regressions(x)
 
     def regressions(self, x: np.ndarray) -> np.ndarray:
         """Each member's regression at the rows of ``x``: (K, m, n_arms - 1)."""
@@ -666,8 +685,55 @@ class FittedCFR:
                 shift = 0.0 if self.debiased is None else self.debiased.arm_shift[None, :, None]
                 return out + shift
             effects = self.blend.member_predictions(x, np.stack([effects_of(o) for o in out]))
-        zeros = np.zeros((effects.shape[0], 1, effects.shape[1]))
-        return np.concatenate([zeros, np.moveaxis(effects, 2, 1)], axis=1)
+        return _with_control(effects)
+
+    def rejected_mix(self, X) -> tuple[np.ndarray, np.ndarray] | None:
+        """Where the blend reported a constant effect: the mix it beat at the X block, as its
+        effects (n_arms, m) with the mix's shift and each member's (K, n_arms, m), unshifted,
+        both relative to the control arm (whose entry is 0); None otherwise."""
+        if self.effect_model != "constant" or self.blend is None:
+            return None
+        x = X.array if isinstance(X, EncodedX) else self.columns.block("X", X)
+        out = self.outputs(self.preprocessing.x(x))
+        members = _with_control(self.blend.mix_members(
+            x, np.stack([effects_of(o) for o in out])))
+        return members.mean(0) + np.r_[0.0, self.blend.mix_shift][:, None], members
+
+    @property
+    def effect_model(self) -> str:
+        """What ``effect(X)`` reports: ``"heads"`` (the heads' effects), ``"blend"`` (blended
+        with the doubly robust regression), ``"constant"`` (the average effect at every x:
+        chosen by the blend, or X=None at fit) or ``"model_final"`` (W at fit)."""
+        if self.final is not None:
+            return "model_final"
+        if self.columns.n_x == 0 or (self.blend is not None and self.blend.constant):
+            return "constant"
+        return "heads" if self.blend is None else "blend"
+
+    def effect_description(self) -> str:
+        """One paragraph saying what ``effect(X)`` is for this fit (``summary()``, DoWhy's
+        estimate)."""
+        shifted = ("" if self.debiased is None or self.debiased.e is None else
+                   " + c, c making their mean over the fitted units the doubly robust ATE")
+        heads = "h1(Phi(x)) - h0(Phi(x))"
+        model = self.effect_model
+        if model == "model_final":
+            return (f"Effect model: model_final. effect(x) = model_final's regression of the "
+                    f"heads' unit-level effects on X{shifted}.")
+        if model == "heads":
+            return f"Effect model: heads. effect(x) = {heads}, the members' mean{shifted}."
+        if self.blend is None:
+            return "Effect model: constant. effect() is the average effect (X=None at fit)."
+        lam = self.blend.lam
+        mix = f"{lam:.2f} * [{heads}] + {1 - lam:.2f} * g(x)"
+        g = ("g: a boosted regression of the doubly robust pseudo-outcomes on X (a DR-learner), "
+             "lam chosen by the out-of-fold R-loss")
+        if model == "blend":
+            return f"Effect model: blend, lam = {lam:.2f}. effect(x) = {mix}{shifted}; {g}."
+        return (f"Effect model: constant. effect(x) is the doubly robust ATE at every x: a "
+                f"constant had a lower out-of-fold R-loss than the blend {mix} ({g}). The heads' "
+                f"own effects: individual_effect(X) or final_blend=False; heterogeneity: "
+                f"best_linear_projection(X).")
 
     def representation(self, xw_std: np.ndarray, member: int, *, at_init: bool = False):
         """``Phi`` of one member (m, rep_dim): trained, or the same network before training."""
@@ -680,6 +746,13 @@ class FittedCFR:
             member = 0
         _, phi = predict(net, torch.as_tensor(xw_std, dtype=torch.float32), representation=True)
         return phi[member].double().cpu().numpy()
+
+
+def _with_control(effects: np.ndarray) -> np.ndarray:
+    """Members' effects (K, m, n_arms - 1) as outcomes relative to the control arm (K, n_arms, m),
+    the control's entry 0."""
+    zeros = np.zeros((effects.shape[0], 1, effects.shape[1]))
+    return np.concatenate([zeros, np.moveaxis(effects, 2, 1)], axis=1)
 
 
 def member_outputs(net: CFRNet, preprocessing: Preprocessing, xw_std: np.ndarray) -> np.ndarray:

@@ -439,7 +439,8 @@ def select_alpha(settings: FitSettings, trained: Trained, data: FitData, propens
     and the table of scores.
 
     Candidate g's member j is ``g * n_members + j`` (:func:`dowhy_cfr.plans.candidates`). Each
-    member is scored on its own validation units by the criteria of
+    member is scored on the units it never saw (its fold; else its validation units,
+    :meth:`~dowhy_cfr.fitted.FittedMembers.scoring_rows`) by the criteria of
     :func:`dowhy_cfr.metrics.selection_scores`, with the fit's cross-fitted propensity and
     out-of-fold arm-wise outcome regressions of the nuisance layer; an alpha's score is the mean
     over its members, and :data:`ALPHA_CRITERION` decides (ties: the first in the grid).
@@ -455,8 +456,8 @@ def select_alpha(settings: FitSettings, trained: Trained, data: FitData, propens
     rows = []
     for k in range(len(tau)):
         scores = (dict.fromkeys(SELECTION_CRITERIA, np.inf) if trained.failed[k] else
-                  selection_scores(tau[k], trained.members.val_rows[k], data.xw, data.y,
-                                   data.arms, nuisances))
+                  selection_scores(tau[k], trained.members.scoring_rows(k, len(data.y)),
+                                   data.xw, data.y, data.arms, nuisances))
         rows.append({"alpha": grid[k // n_members], "member": k % n_members, **scores})
     table = pd.DataFrame(rows).groupby("alpha", sort=False)[list(SELECTION_CRITERIA)].mean()
     best = int(np.argmin(table[ALPHA_CRITERION].to_numpy()))
@@ -473,9 +474,10 @@ def select_alpha(settings: FitSettings, trained: Trained, data: FitData, propens
 
 # ============================================================================== average effects
 def out_of_fold(outputs: np.ndarray, members: FittedMembers) -> np.ndarray:
-    """Per unit, the mean prediction (n, n_arms) of the members that did not train on it
-    (``outputs``: (K, n_arms, n)); NaN where every member trained on the unit."""
-    return held_out_mean(np.moveaxis(outputs, 2, 1), members.train_mask(outputs.shape[2]))
+    """Per unit, the mean prediction (n, n_arms) of the members that never saw it, neither
+    trained nor early-stopped on it (``outputs``: (K, n_arms, n)); NaN where every member saw
+    the unit."""
+    return held_out_mean(np.moveaxis(outputs, 2, 1), members.seen_mask(outputs.shape[2]))
 
 
 def debiased_stage(data: FitData, outputs: np.ndarray, members: FittedMembers,
@@ -537,7 +539,7 @@ def blend_stage(settings: FitSettings, data: FitData, members: FittedMembers,
             or not cross_fit or members.train_rows is None or members.n_models < 2):
         return None
     model = BLEND_MODEL if settings.model_final is None else settings.model_final
-    return fit_blend(members.train_mask(len(data.y)), model, list(members.seeds), stage)
+    return fit_blend(members.seen_mask(len(data.y)), model, list(members.seeds), stage)
 
 
 def fit_blend(train: np.ndarray, model, seeds: list, stage: DebiasedStage) -> BlendStage:
@@ -545,17 +547,22 @@ def fit_blend(train: np.ndarray, model, seeds: list, stage: DebiasedStage) -> Bl
     regressor j of the pseudo-outcomes fitted on member j's units ``train[j]``
     (:func:`~dowhy_cfr.nuisance.cross_fit_dr_learner`), the weights chosen by the R-loss of the
     out-of-fold effects (:func:`~dowhy_cfr.nuisance.blend_weights`), and the shift that makes the
-    mean over the fitted units the AIPW average effect. Deterministic given the seeds (a loaded
-    model refits it)."""
+    mean over the fitted units the AIPW average effect; where a constant effect is chosen, also
+    the mix it beat (its weights and shift: the intervals account for the choice). Deterministic
+    given the seeds (a loaded model refits it)."""
     scores = aipw_scores(stage.y, stage.arms, stage.mu, stage.e)
     pseudo = scores[:, 1:] - scores[:, :1]
     models = cross_fit_dr_learner(model, stage.x, pseudo, train, seeds)
     regs = regressions_at(models, stage.x)
-    weights = blend_weights(stage.y, stage.arms, stage.mu, stage.e, effects_of(stage.mu.T),
-                            held_out_mean(regs, train))
-    blended = weights[0] * effects_of(stage.mu_plugin.T) + weights[1] * regs.mean(0)
+    oof = (stage.y, stage.arms, stage.mu, stage.e, effects_of(stage.mu.T),
+           held_out_mean(regs, train))
+    weights = blend_weights(*oof)
+    mix = weights if np.any(weights) else blend_weights(*oof, constant=False)
+    mixed = mix[0] * effects_of(stage.mu_plugin.T) + mix[1] * regs.mean(0)
+    mix_shift = stage.theta - mixed.mean(0)
+    shift = mix_shift if np.any(weights) else stage.theta
     deleted = np.stack([pseudo[rows].mean(0) for rows in train])
-    return BlendStage(train, model, models, weights, stage.theta - blended.mean(0), deleted)
+    return BlendStage(train, model, models, weights, shift, deleted, mix, mix_shift)
 
 
 def assemble(settings: FitSettings, trained: Trained, data: FitData,

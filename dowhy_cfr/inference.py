@@ -18,6 +18,9 @@ EconML's code, unchanged.
 
 from __future__ import annotations
 
+import sys
+import warnings
+
 import numpy as np
 import pandas as pd
 from econml.inference import (BootstrapInference, EmpiricalInferenceResults,
@@ -46,6 +49,25 @@ _OTHER_UNITS = ("inference='aipw' (the default) gives the interval of the averag
                 "fitted units (ate_interval() with X=None or the X passed to fit), and over other "
                 "units from the K-fold bagged members, which this fit does not have (n_ensemble "
                 ">= 2, cross_fit). For other units fit with inference='bootstrap'.")
+
+
+_CONSTANT = ("effect(X) of this fit is a constant, the doubly robust ATE at every x: its "
+             "out-of-fold R-loss was below that of the blend of the heads and the doubly robust "
+             "regression (lam = {lam:.2f}; effect_model_). {name} therefore holds both: the "
+             "constant's interval and the blend's at each x (docs/inference.md). If the effect "
+             "may vary: fit with final_blend=False (the heads' own effects) or read "
+             "individual_effect(X); test the heterogeneity with best_linear_projection(X); "
+             "TARNet() or a lower alpha keep more of it in the representation.")
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of a warning issued by the caller that names the first frame outside
+    this package and EconML (the user's call, however EconML routed it)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] in (
+            "dowhy_cfr", "econml"):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _replicas(inference) -> list | None:
@@ -196,6 +218,42 @@ class _JackknifeResults(_RowNormalResults):
         return 2 * student_t.sf(np.abs(self.zstat(value)), self.df)
 
 
+class _ChoiceResults(_JackknifeResults):
+    """Pointwise results where the blend reported a constant effect: the point estimate and
+    ``const_stderr`` are the constant's (the members' fold-deleted averages), ``mix_pred`` and
+    ``mix_stderr`` the jackknife of the blend it beat. The interval at each x is the smallest
+    one holding both candidates' t intervals; the p-value the larger of their two (the interval
+    excludes a value exactly where both do); ``stderr`` the larger of the two."""
+
+    def __init__(self, *args, df: int, mix_pred, mix_stderr, **kwargs):
+        super().__init__(*args, df=df, **kwargs)
+        self.const_stderr = np.copy(self.pred_stderr)
+        self.mix_pred, self.mix_stderr = np.copy(mix_pred), np.copy(mix_stderr)
+        self.pred_stderr = np.maximum(self.const_stderr, self.mix_stderr)
+
+    def conf_int(self, alpha=0.05):
+        lo, hi = _t_bounds(self.point_estimate, self.const_stderr, alpha, self.df)
+        mix_lo, mix_hi = _t_bounds(self.mix_pred, self.mix_stderr, alpha, self.df)
+        return np.minimum(lo, mix_lo), np.maximum(hi, mix_hi)
+
+    def pvalue(self, value=0):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.maximum(*(2 * student_t.sf(np.abs(point - value) / se, self.df) for point, se
+                                in ((self.point_estimate, self.const_stderr),
+                                    (self.mix_pred, self.mix_stderr))))
+
+    def translate(self, offset):
+        super().translate(offset)
+        self.mix_pred = self.mix_pred + _per_row(offset, self.mix_pred)
+
+    def scale(self, factor):
+        super().scale(factor)
+        factor = _per_row(factor, self.mix_pred)
+        self.mix_pred = self.mix_pred * factor
+        self.mix_stderr, self.const_stderr = (v * np.abs(factor) for v in
+                                              (self.mix_stderr, self.const_stderr))
+
+
 def jackknife_stderr(values: np.ndarray) -> np.ndarray:
     """The delete-a-group jackknife standard error of the mean of ``values`` (K, ...), the
     statistic of each of K estimates that each left out one of K groups:
@@ -275,7 +333,8 @@ class AverageEffectsMixin:
         intervals (Semenova & Chernozhukov 2021; GRF's ``best_linear_projection``;
         :func:`dowhy_cfr.debiased.best_linear_projection`). The intercept is the doubly robust
         ATE. A summary of heterogeneity with valid intervals, which ``effect(X)`` (the heads'
-        unit-level effects) does not give; where the effect is close to linear it is also the
+        effects blended with a regression, or a constant) does not give; where the effect is close
+        to linear it is also the
         more accurate CATE (``docs/inference.md``, "How the effect varies").
 
         Parameters
@@ -363,6 +422,8 @@ class AverageEffectsMixin:
         is of the average effects, whose intervals are valid (pointwise ones need the
         bootstrap).
 
+        Its text also says what ``effect(X)`` reports (``effect_model_``, ``blend_lambda_``).
+
         The estimates are those of :meth:`average_effect` (doubly robust with ``debias="aipw"``,
         the plug-in with ``debias=None``); the standard errors those of the fitted inference:
         the influence function's (``inference="auto"``/"aipw") or the standard deviation of the
@@ -406,7 +467,8 @@ class AverageEffectsMixin:
                        f"Average effects on {output} over the {len(self.fitted_.debiased.y)} "
                        f"fitted units")
         smry.add_extra_txt([f"ATE: all fitted units; ATT/ATC: the units at the treated/control "
-                            f"arm. Standard errors: {source}; normal {1 - alpha:.0%} intervals."]
+                            f"arm. Standard errors: {source}; normal {1 - alpha:.0%} intervals.",
+                            self.fitted_.effect_description()]
                            + _clipped_line(self.fitted_.debiased))
         return smry
 
@@ -488,7 +550,10 @@ class CFRAIPWInference(Inference):
     not its bias: where the networks smooth over a jump or extrapolate, it under-covers
     (coverage measured in ``docs/inference.md``). With W at fit the effects are
     ``model_final``'s regression of the unit-level effects on X; its jackknife refits
-    ``model_final`` to each member's unit-level effects (K extra fits, on first use).
+    ``model_final`` to each member's unit-level effects (K extra fits, on first use). Where the
+    blend reported a constant effect (``effect_model_ == "constant"``) they warn and give at each
+    x the smallest interval that holds the constant's and the rejected blend's t intervals
+    (``docs/inference.md``, "After a constant choice").
     """
 
     @property
@@ -586,13 +651,32 @@ class CFRAIPWInference(Inference):
             raise NotImplementedError(_POINTWISE.format(name=name, why=why))
         return outcomes
 
-    def _results(self, pred, stderr, d_t):
+    def _results(self, pred, effects, d_t, mix=None):
+        """The jackknife results of ``pred`` from the members' ``effects`` (K, ...); with
+        ``mix`` (its point and members' effects, where the blend reported a constant) the
+        results that hold both candidates (:class:`_ChoiceResults`)."""
         est = self._est
         names = dict(feature_names=est.cate_feature_names(), output_names=est.cate_output_names())
         if d_t is not None:
             names["treatment_names"] = est.cate_treatment_names()
-        return _JackknifeResults(d_t, self.d_y, pred, np.reshape(stderr, np.shape(pred)), None,
-                                 "effect", None, df=est.fitted_.members.n_models - 1, **names)
+        shape, df = np.shape(pred), len(effects) - 1
+        args = (d_t, self.d_y, pred, np.reshape(jackknife_stderr(effects), shape), None,
+                "effect", None)
+        if mix is None:
+            return _JackknifeResults(*args, df=df, **names)
+        return _ChoiceResults(*args, df=df, mix_pred=np.reshape(mix[0], shape),
+                              mix_stderr=np.reshape(jackknife_stderr(mix[1]), shape), **names)
+
+    def _rejected_mix(self, X, name: str):
+        """Where ``effect(X)`` is the constant the blend chose: the blend it beat at X (its
+        potential outcomes (n_arms, m) and its members' (K, n_arms, m)), with a warning that
+        says so; None otherwise."""
+        fitted = self._est.fitted_
+        mix = fitted.rejected_mix(X)
+        if mix is not None:
+            warnings.warn(_CONSTANT.format(lam=fitted.blend.lam, name=name), UserWarning,
+                          stacklevel=_user_stacklevel())
+        return mix
 
     def _arm_effects(self, X, name: str):
         """``const_marginal_effect(X)`` and each member's (K, m, d_t)."""
@@ -600,27 +684,39 @@ class CFRAIPWInference(Inference):
         pred = np.asarray(self._est.const_marginal_effect(X), dtype=float)
         return pred, np.stack([effects_of(member) for member in outcomes])
 
+    def _arm_pair(self, m: int, T0, T1):
+        """The arms ``(a1, a0)`` of ``T1`` and ``T0`` for each of ``m`` rows."""
+        encoding = self._est.fitted_.encoding
+        return (np.broadcast_to(encoding.arms(np.asarray(T, dtype=object).ravel()), (m,))
+                for T in (T1, T0))
+
     def _member_effects(self, X, T0, T1, name: str):
         """``effect(X, T0, T1)`` and each member's (K, m)."""
         outcomes = self._member_outcomes(X, name)
         pred = np.asarray(self._est.effect(X, T0=T0, T1=T1), dtype=float)  # checks the labels
-        m = outcomes.shape[-1]
-        encoding = self._est.fitted_.encoding
-        a0, a1 = (np.broadcast_to(encoding.arms(np.asarray(T, dtype=object).ravel()), (m,))
-                  for T in (T0, T1))
-        rows = np.arange(m)
+        rows = np.arange(outcomes.shape[-1])
+        a1, a0 = self._arm_pair(len(rows), T0, T1)
         return pred, outcomes[:, a1, rows] - outcomes[:, a0, rows]
 
     def const_marginal_effect_inference(self, X):
-        pred, effects = self._arm_effects(X, "const_marginal_effect_inference")
-        return self._results(pred, jackknife_stderr(effects), self.d_t)
+        name = "const_marginal_effect_inference"
+        pred, effects = self._arm_effects(X, name)
+        mix = self._rejected_mix(X, name)
+        if mix is not None:
+            mix = effects_of(mix[0]), np.stack([effects_of(member) for member in mix[1]])
+        return self._results(pred, effects, self.d_t, mix)
 
     def const_marginal_effect_interval(self, X, *, alpha=0.05):
         return self.const_marginal_effect_inference(X).conf_int(alpha=alpha)
 
     def effect_inference(self, X, *, T0=0, T1=1):
         pred, effects = self._member_effects(X, T0, T1, "effect_inference")
-        return self._results(pred, jackknife_stderr(effects), None)
+        mix = self._rejected_mix(X, "effect_inference")
+        if mix is not None:
+            rows = np.arange(len(effects[0]))
+            a1, a0 = self._arm_pair(len(rows), T0, T1)
+            mix = mix[0][a1, rows] - mix[0][a0, rows], mix[1][:, a1, rows] - mix[1][:, a0, rows]
+        return self._results(pred, effects, None, mix)
 
     def effect_interval(self, X, *, T0=0, T1=1, alpha=0.05):
         return self.effect_inference(X, T0=T0, T1=T1).conf_int(alpha=alpha)

@@ -429,8 +429,9 @@ def fit_per_arm(model, x: np.ndarray, tau: np.ndarray) -> list:
 
 
 def held_out_mean(values: np.ndarray, train: np.ndarray) -> np.ndarray:
-    """Per unit, the mean of ``values`` (K, n, a) over the members that did not train on it
-    (``train``: (K, n) bool): (n, a); NaN where every member trained on the unit."""
+    """Per unit, the mean of ``values`` (K, n, a) over the members that did not see it
+    (``train``: (K, n) bool, the units each member trained or early-stopped on): (n, a); NaN
+    where every member saw the unit."""
     unseen = (~train).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.einsum("kna,kn->na", values, unseen) / unseen.sum(0)[:, None]
@@ -468,7 +469,7 @@ def _map_threads(fn, jobs: list, parallel: bool) -> list:
         return list(pool.map(one, jobs))
 
 
-def blend_weights(y, arms, mu, e, heads_oof, reg_oof) -> np.ndarray:
+def blend_weights(y, arms, mu, e, heads_oof, reg_oof, *, constant: bool = True) -> np.ndarray:
     r"""The weights :math:`(a, b)` of :class:`~dowhy_cfr.fitted.BlendStage`, chosen by the R-loss of Nie & Wager
     (2021, Eq. 4; one treatment indicator per treated arm) of out-of-fold effects,
 
@@ -485,8 +486,9 @@ def blend_weights(y, arms, mu, e, heads_oof, reg_oof) -> np.ndarray:
     effect's (:math:`\tau = 0`), the weights are (0, 0) -- the effect is reported as constant --
     else :math:`(\lambda, 1 - \lambda)`. A discrete choice rather than a fitted shrinkage
     factor: each out-of-fold prediction comes from one member's regression, noisier than the
-    average reported, so a factor fitted to them would shrink real heterogeneity too. Rows with a
-    NaN are left out; (1, 0) when no row is left."""
+    average reported, so a factor fitted to them would shrink real heterogeneity too.
+    ``constant=False`` skips the choice: the mix's weights (the candidate a constant beat). Rows
+    with a NaN are left out; (1, 0) when no row is left."""
     e = np.asarray(e, dtype=float)
     e = e / e.sum(1, keepdims=True)
     onehot = np.asarray(arms)[:, None] == np.arange(e.shape[1])
@@ -501,7 +503,7 @@ def blend_weights(y, arms, mu, e, heads_oof, reg_oof) -> np.ndarray:
     denom = float(np.sum(g ** 2))
     lam = 1.0 if denom <= 0 else float(np.clip(np.sum(g * (r - c)) / denom, 0.0, 1.0))
     blend = lam * g + c  # sum_a u_a (lam A_a + (1 - lam) B_a)
-    if r_loss(r, u) <= r_loss(r - blend, u):
+    if constant and r_loss(r, u) <= r_loss(r - blend, u):
         return np.array([0.0, 0.0])
     return np.array([lam, 1.0 - lam])
 

@@ -73,18 +73,19 @@ def ensemble(seeds, arms: np.ndarray, *, cross_fit: bool = False, dataset: int =
              groups: np.ndarray | None = None, units: np.ndarray | None = None
              ) -> list[MemberPlan]:
     """The members of one fit: one plan per seed, each on all units (split into training and
-    validation by its seed), or (``cross_fit``) the K-fold bagged members: member j trains on
-    every unit outside the j-th of K treatment-stratified folds (seeded by the first seed;
-    ``groups`` keep a unit's copies in one fold) and early-stops on fold j itself, so every
-    unit trains all members but one, whose prediction for it is out of fold. ``units``: only
-    these rows of the dataset."""
+    validation by its seed), or (``cross_fit``) the K-fold bagged members: member j may use only
+    the units outside the j-th of K treatment-stratified folds (seeded by the first seed;
+    ``groups`` keep a unit's copies in one fold), which its seed splits into training and
+    early-stopping units as any member's (``val_fraction`` of them, stratified by arm; with
+    ``groups`` whole groups). Member j never sees fold j in any way, so its predictions there
+    are out of fold for the doubly robust stage. ``units``: only these rows of the dataset."""
     if not cross_fit:
         return [MemberPlan(int(s), dataset, None if units is None else np.asarray(units),
                            ensemble=dataset) for s in seeds]
     rows = np.arange(len(arms)) if units is None else np.asarray(units)
     groups = None if groups is None else groups[rows]
-    return [MemberPlan(int(s), dataset, split=(rows[fit], rows[held_out]), ensemble=dataset)
-            for s, (fit, held_out) in zip(seeds, folds(arms[rows], len(seeds), seeds[0], groups))]
+    return [MemberPlan(int(s), dataset, rows[fit], ensemble=dataset)
+            for s, (fit, _) in zip(seeds, folds(arms[rows], len(seeds), seeds[0], groups))]
 
 
 def candidates(plans: list[MemberPlan], name: str, values) -> list[MemberPlan]:

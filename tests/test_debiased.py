@@ -9,7 +9,7 @@ from helpers import TINY, make_confounded
 from dowhy_cfr import CFR
 from dowhy_cfr import debiased
 from dowhy_cfr.debiased import aipw_terms, average_effect
-from dowhy_cfr.nuisance import cross_fit_propensity
+from dowhy_cfr.nuisance import cross_fit_propensity, folds
 from sklearn.linear_model import LinearRegression
 
 # a tiny example: 3 treated and 3 control units, outcome predictions and propensities by hand
@@ -282,20 +282,31 @@ def test_fit_stacked_gives_the_same_debiased_estimate():
     assert members[1].ate() == pytest.approx(members[1].average_effect().estimate)
 
 
-def test_cross_fit_uses_out_of_fold_predictions():
-    """K-fold bagged members: a unit's outcome prediction in the AIPW stage is that of the one
-    member that did not train on it (it early-stopped on the unit's fold)."""
+def test_cross_fit_members_never_see_the_fold_they_predict_for():
+    """Issue 46 item 3: member j trains and early-stops on an inner split of the units outside
+    fold j (``val_fraction`` of them; with groups, whole groups), so fold j, where its
+    predictions enter the AIPW scores and the blend's R-loss as out of fold, it never saw."""
     X, T, Y, _ = make_confounded(n=300)
-    est = CFR(**{**TINY, "n_ensemble": 3}, cross_fit=True).fit(Y, T, X=X)
-    fitted = est.fitted_
+    groups = np.arange(300) // 2  # every pair of rows one unit
+    est = CFR(**{**TINY, "n_ensemble": 3}, cross_fit=True).fit(Y, T, X=X, groups=groups)
+    fitted, members = est.fitted_, est.fitted_.members
+    fold_of = folds(fitted.debiased.arms, 3, est.seeds_[0], groups)  # the members' folds
+    for j, (_, fold) in enumerate(fold_of):
+        train, val = members.train_rows[j], members.val_rows[j]
+        assert np.intersect1d(fold, np.concatenate([train, val])).size == 0
+        assert np.intersect1d(groups[fold], groups[np.concatenate([train, val])]).size == 0
+        assert np.intersect1d(groups[train], groups[val]).size == 0
+        assert 0.2 < len(val) / (len(train) + len(val)) < 0.4  # val_fraction 0.3 of the rest
+    # each unit's prediction in the AIPW stage: the mean of the members that never saw it
+    unseen = ~members.seen_mask(300)
+    assert unseen.sum(0).min() >= 1
     outs = fitted.outputs(fitted.features(X))  # (K, arms, n)
-    for k in range(3):
-        held_out = np.setdiff1d(np.arange(300), fitted.members.train_rows[k])
-        others = [j for j in range(3) if j != k]
-        for i in held_out[:5]:
-            assert all(i in fitted.members.train_rows[j] for j in others)
-            np.testing.assert_allclose(fitted.debiased.mu[i], outs[k, :, i])
+    np.testing.assert_allclose(fitted.debiased.mu,
+                               np.einsum("kan,kn->na", outs, unseen) / unseen.sum(0)[:, None])
+    for j, (_, fold) in enumerate(fold_of):
+        assert unseen[j, fold].all()
     assert not np.allclose(fitted.debiased.mu, fitted.debiased.mu_plugin)
+    np.testing.assert_array_equal(fitted.blend.train, ~unseen)  # its regressions: what j saw
     assert est.ate() == pytest.approx(np.mean(est.effect(X)), rel=1e-8)
     with pytest.raises(ValueError, match="n_ensemble"):
         CFR(**TINY, cross_fit=True).fit(Y, T, X=X)

@@ -98,7 +98,7 @@ def test_backdoor_cfr_ate_and_unit_level_effects(setup, cfr_estimate):
     # every confounder reaches the representation, not only the effect modifier
     assert est.estimator.covariate_names == COLS
     assert cfr.n_features_in_ == 3
-    # per-unit effects tau(x_i, w_i) straight from the heads, one per unit
+    # per-unit effects tau(x_i, w_i) straight from the heads (one member: no blend)
     cate = est.cate_estimates
     assert cate.shape == (len(df), 1)
     np.testing.assert_allclose(cate.ravel(), cfr.individual_effect(df[COLS]), rtol=1e-10)
@@ -110,6 +110,9 @@ def test_backdoor_cfr_ate_and_unit_level_effects(setup, cfr_estimate):
     # that sees W0 can reproduce that (an X0-only CATE would be uncorrelated with W0)
     assert np.corrcoef(cate.ravel(), df.W0)[0, 1] > 0.7
     assert "Y~T+W0+W1 | X0" in est.realized_estimand_expr
+    # what the effects are, in the estimate's text (one member here: the heads, no blend)
+    assert str(est).endswith("## Effect model\n" + cfr.fitted_.effect_description() + "\n")
+    assert "Effect model: heads." in str(est)
 
 
 def test_att_atc_select_the_right_units(setup, cfr_estimate):

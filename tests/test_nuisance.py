@@ -117,17 +117,17 @@ def test_boosting_candidate_keeps_small_data_propensities_off_the_clip():
     assert np.mean(below["candidate"]) < np.mean(below["unregularised"]) / 2
 
 
-def test_cross_fitting_members_early_stop_on_their_own_fold():
-    """K-fold bagged members: member j trains on the other folds and validates on fold j, so
-    every unit is out of fold for exactly one member, stratified by arm."""
+def test_cross_fitting_members_leave_their_own_fold_out():
+    """K-fold bagged members: member j may use only the units outside fold j (its seed splits
+    them into training and early-stopping units), so every unit is left out by exactly one
+    member; the folds are stratified by arm."""
     arms = np.repeat([0, 1], [43, 58])
     plans = ensemble([3, 4, 5, 6, 7], arms, cross_fit=True)
-    held_out = np.concatenate([p.split[1] for p in plans])
-    assert np.array_equal(np.sort(held_out), np.arange(101))  # each unit once
-    for p in plans:
-        train, val = p.split
-        assert np.intersect1d(train, val).size == 0 and len(train) + len(val) == 101
-        assert abs(arms[val].mean() - arms.mean()) < 0.06  # stratified
+    left_out = [np.setdiff1d(np.arange(101), p.rows) for p in plans]
+    assert np.array_equal(np.sort(np.concatenate(left_out)), np.arange(101))  # each unit once
+    for p, fold in zip(plans, left_out):
+        assert p.split is None and len(fold) in (20, 21)
+        assert abs(arms[fold].mean() - arms.mean()) < 0.06  # stratified
 
 
 def test_grouped_folds_keep_every_group_in_one_fold():
@@ -148,8 +148,8 @@ def test_grouped_cross_fitting_members_leave_whole_units_out():
     units = np.repeat(np.arange(60), 2)  # every unit twice
     arms = (units % 2).astype(int)
     for p in ensemble([0, 1, 2], arms, cross_fit=True, groups=units):
-        train, val = p.split
-        assert np.intersect1d(units[train], units[val]).size == 0
+        fold = np.setdiff1d(np.arange(120), p.rows)
+        assert np.intersect1d(units[p.rows], units[fold]).size == 0
 
 
 def test_grouped_propensity_has_no_in_sample_advantage():
