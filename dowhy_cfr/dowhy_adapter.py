@@ -263,7 +263,9 @@ class CFRCausalEstimate(CausalEstimate):
     def __str__(self):
         text = super().__str__()
         fitted = getattr(getattr(self, "_estimator_object", None), "fitted_", None)
-        return text if fitted is None else f"{text}\n## Effect model\n{fitted.effect_description()}\n"
+        if fitted is None:
+            return text
+        return f"{text}\n## Effect model\n{fitted.effect_description()}\n"
 
 
 # ----------------------------------------------------------------------------- the adapter

@@ -53,9 +53,9 @@ _OTHER_UNITS = ("inference='aipw' (the default) gives the interval of the averag
 
 _CONSTANT = ("effect(X) of this fit is a constant, the doubly robust ATE at every x: its "
              "out-of-fold R-loss was below that of the blend of the heads and the doubly robust "
-             "regression (lam = {lam:.2f}; effect_model_). {name} therefore holds both: the "
-             "constant's interval and the blend's at each x (docs/inference.md). If the effect "
-             "may vary: fit with final_blend=False (the heads' own effects) or read "
+             "regression (lam = {lam:.2f}; effect_model_). Its pointwise intervals therefore "
+             "hold both the constant's and the blend's at each x (docs/inference.md). If the "
+             "effect may vary: fit with final_blend=False (the heads' own effects) or read "
              "individual_effect(X); test the heterogeneity with best_linear_projection(X); "
              "TARNet() or a lower alpha keep more of it in the representation.")
 
@@ -333,9 +333,9 @@ class AverageEffectsMixin:
         intervals (Semenova & Chernozhukov 2021; GRF's ``best_linear_projection``;
         :func:`dowhy_cfr.debiased.best_linear_projection`). The intercept is the doubly robust
         ATE. A summary of heterogeneity with valid intervals, which ``effect(X)`` (the heads'
-        effects blended with a regression, or a constant) does not give; where the effect is close
-        to linear it is also the
-        more accurate CATE (``docs/inference.md``, "How the effect varies").
+        effects blended with a regression, or a constant) does not give; where the effect is
+        close to linear it is also the more accurate CATE (``docs/inference.md``, "How the
+        effect varies").
 
         Parameters
         ----------
@@ -667,14 +667,14 @@ class CFRAIPWInference(Inference):
         return _ChoiceResults(*args, df=df, mix_pred=np.reshape(mix[0], shape),
                               mix_stderr=np.reshape(jackknife_stderr(mix[1]), shape), **names)
 
-    def _rejected_mix(self, X, name: str):
+    def _rejected_mix(self, X):
         """Where ``effect(X)`` is the constant the blend chose: the blend it beat at X (its
         potential outcomes (n_arms, m) and its members' (K, n_arms, m)), with a warning that
         says so; None otherwise."""
         fitted = self._est.fitted_
         mix = fitted.rejected_mix(X)
         if mix is not None:
-            warnings.warn(_CONSTANT.format(lam=fitted.blend.lam, name=name), UserWarning,
+            warnings.warn(_CONSTANT.format(lam=fitted.blend.lam), UserWarning,
                           stacklevel=_user_stacklevel())
         return mix
 
@@ -699,9 +699,8 @@ class CFRAIPWInference(Inference):
         return pred, outcomes[:, a1, rows] - outcomes[:, a0, rows]
 
     def const_marginal_effect_inference(self, X):
-        name = "const_marginal_effect_inference"
-        pred, effects = self._arm_effects(X, name)
-        mix = self._rejected_mix(X, name)
+        pred, effects = self._arm_effects(X, "const_marginal_effect_inference")
+        mix = self._rejected_mix(X)
         if mix is not None:
             mix = effects_of(mix[0]), np.stack([effects_of(member) for member in mix[1]])
         return self._results(pred, effects, self.d_t, mix)
@@ -711,7 +710,7 @@ class CFRAIPWInference(Inference):
 
     def effect_inference(self, X, *, T0=0, T1=1):
         pred, effects = self._member_effects(X, T0, T1, "effect_inference")
-        mix = self._rejected_mix(X, "effect_inference")
+        mix = self._rejected_mix(X)
         if mix is not None:
             rows = np.arange(len(effects[0]))
             a1, a0 = self._arm_pair(len(rows), T0, T1)

@@ -23,8 +23,9 @@ Which units
 -----------
 By default (``units="validation"``) the units the network did **not** train on: the validation
 (early-stopping) split of the analysed member (``est.fitted_.members.val_rows``) and, for K-fold
-bagged members, the fold it left out (``data`` must be the data the estimate was fitted on). Training minimised the imbalance of the training units, so a test on
-them leans towards "balanced"; their Wasserstein figures are reported only as a labelled extra
+bagged members, the fold it left out (``data`` must be the data the estimate was fitted on).
+Training minimised the imbalance of the training units, so a test on them leans towards
+"balanced"; their Wasserstein figures are reported only as a labelled extra
 (``result.training_units``), not used by the rule. ``units="all"``: every row of ``data`` (e.g.
 held-out data you pass); ``units="training"``: the training units.
 
