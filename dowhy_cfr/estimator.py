@@ -146,6 +146,9 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, _FittedAttrib
         "divide" projects each representation onto the unit sphere (reference code).
     weight_init : float
         Initial weights are N(0, (weight_init / sqrt(fan_in))^2); biases start at 0.
+    head_form, effect_penalty : {"separate", "effect"}, float
+        One head per arm (the paper), or a mean head m and an effect head d (``mu_0 = m - d/2``,
+        ``mu_1 = m + d/2``) whose weights' L2 is ``effect_penalty`` x ``weight_decay``.
     learning_rate, lr_decay, lr_decay_steps : float or "auto", float, int
         Adam's learning rate ("auto": 2e-3 per 100 units of batch, within 2e-3-8e-3), multiplied
         by ``lr_decay`` every ``lr_decay_steps`` (1.0: no decay).
@@ -194,10 +197,10 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, _FittedAttrib
         constant per arm so that ``ate(X)`` over the fitted units is the AIPW ATE. None: the
         plug-in (also ``average_effect(..., debiased=False)``), no analytic intervals.
     cross_fit : bool or "auto", default "auto"
-        K-fold bagged members: member j trains and early-stops on a split of the units outside
-        the j-th of K folds and never sees fold j, whose outcome predictions enter the AIPW
-        corrections (out of fold); effects still average all members. "auto": True when
-        ``n_ensemble >= 2``.
+        K-fold bagged members: member j trains outside the j-th of K folds and stops by the
+        other members' validation objectives on their folds, never seeing fold j, whose outcome
+        predictions enter the AIPW corrections (out of fold); effects average all members.
+        "auto": True when ``n_ensemble >= 2``.
     model_propensity, min_propensity, cv : None, str, classifier or list; float; int
         Propensity model (None/"auto": the better by out-of-fold log-loss of a logistic regression
         and depth-3 boosting; EconML's names "linear", "forest", ... or a list to select from:
@@ -262,7 +265,8 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, _FittedAttrib
         self, *, alpha=_D.alpha, ipm=_D.ipm, weight_decay=_D.weight_decay,
         rep_weight_decay=_D.rep_weight_decay, n_rep_layers=_D.n_rep_layers, rep_dim=_D.rep_dim,
         n_head_layers=_D.n_head_layers, head_dim=_D.head_dim, normalization=_D.normalization,
-        weight_init=_D.weight_init, learning_rate=_D.learning_rate, lr_decay=_D.lr_decay,
+        weight_init=_D.weight_init, head_form=_D.head_form, effect_penalty=_D.effect_penalty,
+        learning_rate=_D.learning_rate, lr_decay=_D.lr_decay,
         lr_decay_steps=_D.lr_decay_steps, batch_size=_D.batch_size, n_iter=_D.n_iter,
         val_fraction=_D.val_fraction, eval_every=_D.eval_every, patience=_D.patience,
         relative_patience=_D.relative_patience, stop_quorum=_D.stop_quorum,

@@ -376,12 +376,15 @@ class FittedMembers:
     train_rows: np.ndarray | None = None  # (K, m) training units of each member (None: unknown)
     val_rows: np.ndarray | None = None  # (K, m') validation units
     result: TrainResult | None = None  # the core's full result (not saved)
+    # (K,) members that stopped by the others' validation objectives, not their own (K-fold)
+    stopped_on_others: np.ndarray | None = None
 
     @classmethod
-    def from_result(cls, result: TrainResult, seeds, train_rows=None, val_rows=None):
+    def from_result(cls, result: TrainResult, seeds, train_rows=None, val_rows=None,
+                    stopped_on_others=None):
         return cls(result.net, [int(s) for s in seeds], result.best_step.copy(),
                    history_frame(result.history), int(result.n_steps), train_rows, val_rows,
-                   result)
+                   result, stopped_on_others)
 
     @property
     def n_models(self) -> int:
@@ -389,11 +392,15 @@ class FittedMembers:
 
     def seen_mask(self, n_units: int) -> np.ndarray:
         """(K, n_units) bool: whether member j saw unit i, trained or early-stopped on it (needs
-        ``train_rows`` and ``val_rows``). A unit member j did not see is out of fold for it: for
-        K-fold bagged members, the j-th fold."""
+        ``train_rows`` and ``val_rows``; the validation units of a member that stopped by the
+        others' objectives are not its own criterion). A unit member j did not see is out of
+        fold for it: for K-fold bagged members, the j-th fold."""
         mask = np.zeros((self.n_models, n_units), dtype=bool)
+        others = (np.zeros(self.n_models, dtype=bool) if self.stopped_on_others is None
+                  else self.stopped_on_others)
         for j, (train, val) in enumerate(zip(self.train_rows, self.val_rows)):
-            mask[j, train] = mask[j, val] = True
+            mask[j, train] = True
+            mask[j, val] |= not others[j]
         return mask
 
     def scoring_rows(self, member: int, n_units: int) -> np.ndarray:
@@ -415,9 +422,10 @@ class FittedMembers:
         h = self.history[self.history["member"].isin(members)].copy()
         h["member"] = h["member"].map({j: i for i, j in enumerate(members)})
         rows = [None if r is None else r[members].copy() for r in (self.train_rows, self.val_rows)]
+        others = None if self.stopped_on_others is None else self.stopped_on_others[members]
         return FittedMembers(self.net.select(members), [self.seeds[j] for j in members],
                              self.best_iteration[members].copy(), h.reset_index(drop=True),
-                             self.n_iter, rows[0], rows[1], None)
+                             self.n_iter, rows[0], rows[1], None, others)
 
 
 # ----------------------------------------------------------------------------- final stage

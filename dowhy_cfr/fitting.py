@@ -326,8 +326,10 @@ def train_members(settings: FitSettings, plans: list, *, datasets: list | None =
         train_idx=torch.as_tensor(train_rows), val_idx=torch.as_tensor(val_rows), config=config,
         seeds=[p.seed for p in plans], n_arms=encoding.n_arms, per_model_data=True,
         device=settings.device, progress=progress, count_shares=_data_shares(per, encoding),
-        ensembles=[p.ensemble for p in plans], **_per_member(plans, config))
-    members = FittedMembers.from_result(result, [p.seed for p in plans], train_rows, val_rows)
+        ensembles=[p.ensemble for p in plans],
+        stop_on_others=[p.stop_on_others for p in plans], **_per_member(plans, config))
+    members = FittedMembers.from_result(result, [p.seed for p in plans], train_rows, val_rows,
+                                        np.array([p.stop_on_others for p in plans]))
     return _survivors(Trained(members, pre, config, np.asarray(result.failed, dtype=bool)),
                       on_failure)
 

@@ -50,6 +50,10 @@ class MemberPlan:
         The ensemble it belongs to: the members whose effects are averaged into one estimate
         (one fit, one dataset of ``fit_stacked``, one alpha candidate, one bootstrap replica);
         they stop together (``CFRConfig.stop_quorum``).
+    stop_on_others : bool
+        It chooses its checkpoint and stops by the mean validation objective of the other
+        members of its ensemble, never by its own (K-fold bagged members, :func:`ensemble`);
+        its validation units are then not seen by it (``FittedMembers.seen_mask``).
     """
 
     seed: int
@@ -58,6 +62,7 @@ class MemberPlan:
     split: tuple | None = None
     params: dict = field(default_factory=dict)
     ensemble: int = 0
+    stop_on_others: bool = False
 
 
 def draw_seeds(random_state, k: int) -> list[int]:
@@ -73,19 +78,21 @@ def ensemble(seeds, arms: np.ndarray, *, cross_fit: bool = False, dataset: int =
              groups: np.ndarray | None = None, units: np.ndarray | None = None
              ) -> list[MemberPlan]:
     """The members of one fit: one plan per seed, each on all units (split into training and
-    validation by its seed), or (``cross_fit``) the K-fold bagged members: member j may use only
+    validation by its seed), or (``cross_fit``) the K-fold bagged members: member j trains on
     the units outside the j-th of K treatment-stratified folds (seeded by the first seed;
-    ``groups`` keep a unit's copies in one fold), which its seed splits into training and
-    early-stopping units as any member's (``val_fraction`` of them, stratified by arm; with
-    ``groups`` whole groups). Member j never sees fold j in any way, so its predictions there
-    are out of fold for the doubly robust stage. ``units``: only these rows of the dataset."""
+    ``groups`` keep a unit's copies in one fold), and its validation units are fold j, which
+    only the *other* members' stopping reads (``stop_on_others``): member j chooses its
+    checkpoint and stops by the other members' validation objectives, each on its own fold,
+    so its predictions on fold j are out of fold for the doubly robust stage. ``units``: only
+    these rows of the dataset."""
     if not cross_fit:
         return [MemberPlan(int(s), dataset, None if units is None else np.asarray(units),
                            ensemble=dataset) for s in seeds]
     rows = np.arange(len(arms)) if units is None else np.asarray(units)
     groups = None if groups is None else groups[rows]
-    return [MemberPlan(int(s), dataset, rows[fit], ensemble=dataset)
-            for s, (fit, _) in zip(seeds, folds(arms[rows], len(seeds), seeds[0], groups))]
+    return [MemberPlan(int(s), dataset, split=(rows[fit], rows[held_out]), ensemble=dataset,
+                       stop_on_others=True)
+            for s, (fit, held_out) in zip(seeds, folds(arms[rows], len(seeds), seeds[0], groups))]
 
 
 def candidates(plans: list[MemberPlan], name: str, values) -> list[MemberPlan]:

@@ -283,20 +283,21 @@ def test_fit_stacked_gives_the_same_debiased_estimate():
 
 
 def test_cross_fit_members_never_see_the_fold_they_predict_for():
-    """Issue 46 item 3: member j trains and early-stops on an inner split of the units outside
-    fold j (``val_fraction`` of them; with groups, whole groups), so fold j, where its
-    predictions enter the AIPW scores and the blend's R-loss as out of fold, it never saw."""
+    """Issue 46 item 3: member j trains on the units outside fold j (with groups, whole groups)
+    and chooses its checkpoint and stops by the other members' validation objectives, each on
+    its own fold -- never by its own on fold j, where its predictions enter the AIPW scores and
+    the blend's R-loss as out of fold. So fold j is not among the units it saw."""
     X, T, Y, _ = make_confounded(n=300)
     groups = np.arange(300) // 2  # every pair of rows one unit
     est = CFR(**{**TINY, "n_ensemble": 3}, cross_fit=True).fit(Y, T, X=X, groups=groups)
     fitted, members = est.fitted_, est.fitted_.members
     fold_of = folds(fitted.debiased.arms, 3, est.seeds_[0], groups)  # the members' folds
+    assert members.stopped_on_others.all()
     for j, (_, fold) in enumerate(fold_of):
         train, val = members.train_rows[j], members.val_rows[j]
-        assert np.intersect1d(fold, np.concatenate([train, val])).size == 0
-        assert np.intersect1d(groups[fold], groups[np.concatenate([train, val])]).size == 0
-        assert np.intersect1d(groups[train], groups[val]).size == 0
-        assert 0.2 < len(val) / (len(train) + len(val)) < 0.4  # val_fraction 0.3 of the rest
+        assert np.intersect1d(fold, train).size == 0
+        assert np.intersect1d(groups[fold], groups[train]).size == 0
+        assert np.isin(val, fold).all()  # fold j is read only by the other members' stopping
     # each unit's prediction in the AIPW stage: the mean of the members that never saw it
     unseen = ~members.seen_mask(300)
     assert unseen.sum(0).min() >= 1
@@ -307,6 +308,12 @@ def test_cross_fit_members_never_see_the_fold_they_predict_for():
         assert unseen[j, fold].all()
     assert not np.allclose(fitted.debiased.mu, fitted.debiased.mu_plugin)
     np.testing.assert_array_equal(fitted.blend.train, ~unseen)  # its regressions: what j saw
+    # the members of one fit chose their checkpoints by their folds' pooled objectives
+    hist = est.history_
+    val = hist.pivot_table(index="step", columns="member", values="val_objective")
+    for j in range(3):
+        others = val.drop(columns=j).loc[val.index > 0].mean(1)
+        assert est.best_iteration_[j] == others.idxmin()
     assert est.ate() == pytest.approx(np.mean(est.effect(X)), rel=1e-8)
     with pytest.raises(ValueError, match="n_ensemble"):
         CFR(**TINY, cross_fit=True).fit(Y, T, X=X)

@@ -118,15 +118,16 @@ def test_boosting_candidate_keeps_small_data_propensities_off_the_clip():
 
 
 def test_cross_fitting_members_leave_their_own_fold_out():
-    """K-fold bagged members: member j may use only the units outside fold j (its seed splits
-    them into training and early-stopping units), so every unit is left out by exactly one
-    member; the folds are stratified by arm."""
+    """K-fold bagged members: member j trains on the units outside fold j; fold j is its
+    validation split, read only by the other members' stopping (``stop_on_others``), so every
+    unit is left out by exactly one member; the folds are stratified by arm."""
     arms = np.repeat([0, 1], [43, 58])
     plans = ensemble([3, 4, 5, 6, 7], arms, cross_fit=True)
-    left_out = [np.setdiff1d(np.arange(101), p.rows) for p in plans]
+    left_out = [p.split[1] for p in plans]
     assert np.array_equal(np.sort(np.concatenate(left_out)), np.arange(101))  # each unit once
     for p, fold in zip(plans, left_out):
-        assert p.split is None and len(fold) in (20, 21)
+        assert p.stop_on_others and len(fold) in (20, 21)
+        assert np.array_equal(np.sort(np.concatenate(p.split)), np.arange(101))
         assert abs(arms[fold].mean() - arms.mean()) < 0.06  # stratified
 
 
@@ -148,8 +149,8 @@ def test_grouped_cross_fitting_members_leave_whole_units_out():
     units = np.repeat(np.arange(60), 2)  # every unit twice
     arms = (units % 2).astype(int)
     for p in ensemble([0, 1, 2], arms, cross_fit=True, groups=units):
-        fold = np.setdiff1d(np.arange(120), p.rows)
-        assert np.intersect1d(units[p.rows], units[fold]).size == 0
+        train, fold = p.split
+        assert np.intersect1d(units[train], units[fold]).size == 0
 
 
 def test_grouped_propensity_has_no_in_sample_advantage():

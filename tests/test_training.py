@@ -132,6 +132,37 @@ def test_factual_heads_equal_the_factual_entries_of_all_heads():
     assert torch.equal(view, one)
 
 
+@pytest.mark.parametrize("n_arms", [2, 3])
+def test_effect_heads_are_a_mean_and_an_effect_with_their_own_penalty(n_arms):
+    """head_form="effect": mu_a = m + d_a - mean_b d_b (d_0 = 0), so for two arms tau = d, the
+    factual outputs on arm blocks equal those of every head on every row, and the L2 penalty's
+    gradient (effect_penalty x weight_decay on the effect heads) equals autograd's."""
+    torch.manual_seed(1)
+    net = CFRNet(4, [1, 2], n_arms=n_arms, n_rep_layers=1, rep_dim=8, n_head_layers=1,
+                 head_dim=8, head_form="effect", effect_penalty=10.0)
+    x = torch.randn(2, 12, 4)
+    phi, out = net(x)
+    sizes = [5, 7] if n_arms == 2 else [5, 4, 3]
+    t = torch.cat([torch.full((s,), a) for a, s in enumerate(sizes)]).expand(2, -1)
+    assert torch.allclose(net.factual_heads(phi.split(sizes, 1)), factual(out, t), atol=1e-6)
+    if n_arms == 2:  # tau is the effect head itself: the second head's raw output
+        w, b = net.head_weights[0][:, 1], net.head_biases[0][:, 1]
+        d = (torch.nn.functional.elu(torch.baddbmm(b, phi, w)) @ net.head_weights[1][:, 1]
+             + net.head_biases[1][:, 1]).squeeze(-1)
+        assert torch.allclose(out[:, 1] - out[:, 0], d, atol=1e-6)
+    wd = torch.tensor([1e-2, 3e-2])
+    (net.weight_penalty() * wd).sum().backward()
+    auto = [w.grad.clone() for w in net.head_weights]
+    for w in net.head_weights:
+        w.grad = None
+    net.add_penalty_gradient(wd)
+    for a, w in zip(auto, net.head_weights):
+        assert torch.allclose(a, w.grad)
+        assert torch.allclose(w.grad[:, 1], 10.0 * wd.view(-1, 1, 1) * w[:, 1].detach())
+    with pytest.raises(ValueError, match="head_form"):
+        CFRNet(4, [1], head_form="offset")
+
+
 def test_select_copies_the_chosen_models_only():
     """``CFRNet.select`` keeps models 2 and 0 of a stack: their weights and outputs, as
     trainable parameters of their own (changing them leaves the stack untouched)."""
@@ -655,6 +686,45 @@ def test_members_of_one_ensemble_stop_together_at_its_quorum(stop_quorum, expect
     # which has waited only 20 steps since its best, stops with them at 0.6, not at 1.0
     assert cp.waited_enough(np.array([0, 1, 4]), 50).tolist() == expected_at_50
     assert cp.step.tolist() == [30, 20, 10, 10, 20]  # each keeps its own best checkpoint
+
+
+def test_k_fold_members_judge_by_the_other_members_folds():
+    """stop_on_others: a member's criterion is the geometric mean objective of the other live
+    members of its ensemble (never its own, which is measured on the fold it predicts out of
+    fold); its own objective only enters the others'. Such members stop only with the
+    ensemble's quorum."""
+    from dowhy_cfr.core.stopping import Checkpoints
+
+    config = CFRConfig(**CORE_SMALL, stop_quorum=0.4)
+    net = CFRNet.from_config(config, 3, [0, 1, 2, 3, 4])
+    cp = Checkpoints(net, min_wait=20, relative_patience=0.0, ensembles=[0, 0, 0, 0, 1],
+                     quorum=config.quorum_size, on_others=[True, True, True, True, True])
+    live = np.arange(5)
+    objective = np.array([1.0, 2.0, 3.0, 4.0, 7.0])
+    others = [np.exp(np.mean(np.log(np.delete(objective[:4], j)))) for j in range(4)]
+    np.testing.assert_allclose(cp.criterion(live, objective), others + [7.0])  # 4: alone
+    # a member's own objective does not move its criterion
+    lower_own = objective.copy()
+    lower_own[0] = 1e-6
+    assert cp.criterion(live, lower_own)[0] == pytest.approx(others[0])
+    # a non-finite objective is left out of the others' means
+    np.testing.assert_allclose(cp.criterion(live, np.array([np.nan, 2, 3, 4, 7.0]))[1:4],
+                               [np.sqrt(12), np.sqrt(8), np.sqrt(6)])
+    # one fold ten times the others' loss does not decide the others' checkpoints: its
+    # member's drop counts by its relative size
+    cp.update(net, live, np.ones(5), step=10)
+    cp.update(net, live, np.array([10.0, 0.9, 0.9, 0.9, 0.9]), step=20)  # better for 0 only
+    assert cp.step.tolist() == [20, 10, 10, 10, 20]
+    # step 30: members 1-3 have waited 20 steps, member 0 only 10; two of four is the quorum,
+    # so the ensemble stops together; model 4 (its own ensemble) has not waited
+    assert cp.waited_enough(live, 30).tolist() == [True, True, True, True, False]
+    cp2 = Checkpoints(net, min_wait=20, relative_patience=0.0, ensembles=[0] * 5,
+                      quorum=lambda k: 5, on_others=[True] * 5)
+    cp2.update(net, live, np.ones(5), step=10)
+    cp2.update(net, live, np.array([10.0, 0.9, 0.9, 0.9, 0.9]), step=20)
+    assert cp2.step.tolist() == [20, 10, 10, 10, 10]
+    assert cp2.waited_enough(live, 30).tolist() == [False] * 5  # 1-4 waited: no one leaves
+    assert cp2.waited_enough(live, 40).tolist() == [True] * 5
 
 
 def test_stop_quorum_is_checked():

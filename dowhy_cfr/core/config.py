@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PAPER_IHDP", "ALPHA_GRID", "AUTO_BATCH", "AUTO_BATCH_UP_TO", "AUTO_BATCHES_PER_EPOCH",
+__all__ = ["PAPER_IHDP", "ALPHA_GRID", "HEAD_FORMS", "AUTO_BATCH", "AUTO_BATCH_UP_TO", "AUTO_BATCHES_PER_EPOCH",
            "AUTO_EPOCHS", "AUTO_LEARNING_RATE", "AUTO_MAX_BATCH", "AUTO_MAX_STEPS",
            "AUTO_MIN_STEPS", "CFRConfig", "IPM_NAMES", "LOSSES", "MIN_WAIT_EPOCHS",
            "NORMALIZATIONS", "SCALINGS", "auto_batch_size", "auto_learning_rate", "auto_n_iter"]
@@ -20,6 +20,9 @@ __all__ = ["PAPER_IHDP", "ALPHA_GRID", "AUTO_BATCH", "AUTO_BATCH_UP_TO", "AUTO_B
 IPM_NAMES = ("wass", "wass2", "mmd2_lin", "mmd2_rbf")
 LOSSES = ("mse", "logloss")
 NORMALIZATIONS = ("divide", "none")
+#: The outcome heads: one per arm (the paper's h_a), or a mean head and an effect head per treated
+#: arm (:class:`dowhy_cfr.core.network.CFRNet`).
+HEAD_FORMS = ("separate", "effect")
 #: How the covariates are scaled before the network (dowhy_cfr.tabular.FeatureScaler).
 SCALINGS = ("standard", "robust", "quantile")
 #: The candidates of ``alpha="auto"`` (standardised-outcome scale; measured, docs/parameters.md).
@@ -96,7 +99,7 @@ def auto_n_iter(n_train: int | None, batch_size: int) -> int:
 
 
 _FLOATS = ("alpha", "weight_decay", "lr_decay", "weight_init", "rbf_sigma", "wass_lambda",
-           "val_fraction", "relative_patience", "stop_quorum")
+           "val_fraction", "relative_patience", "stop_quorum", "effect_penalty")
 _POSITIVE_INTS = ("n_rep_layers", "rep_dim", "head_dim", "lr_decay_steps", "eval_every",
                   "wass_iterations", "max_eval_units", "n_ensemble")
 
@@ -124,6 +127,9 @@ class CFRConfig:
     head_dim: int = 32  # ours (cfrnet dim_out = 100)
     normalization: str = "divide"  # cfrnet normalization: Phi / ||Phi||
     weight_init: float = 0.1  # cfrnet weight_init: N(0, (0.1/sqrt(fan_in))^2)
+    # "separate": h_0, h_1 (the paper); "effect": mu_a = m + d_a - mean_b d_b, d_0 = 0 (ours)
+    head_form: str = "separate"
+    effect_penalty: float = 1.0  # "effect": the L2 of the effect heads d_a, times weight_decay
     # Adam's step size: a number, or "auto" (ours, measured): 2e-3 up to batches of 100, in
     # proportion to a larger batch, see auto_learning_rate (cfrnet lrate 1e-3)
     learning_rate: float | str = "auto"
@@ -178,6 +184,7 @@ class CFRConfig:
         _require("alpha", self.alpha, self.alpha >= 0,
                  "the imbalance weight must be >= 0 (0 gives TARNet)")
         _require("weight_decay", self.weight_decay, self.weight_decay >= 0, "must be >= 0")
+        _require("effect_penalty", self.effect_penalty, self.effect_penalty >= 0, "must be >= 0")
         for name in ("rbf_sigma", "wass_lambda", "weight_init"):
             _require(name, getattr(self, name), getattr(self, name) > 0, "must be > 0")
         _require("lr_decay", self.lr_decay, 0 < self.lr_decay <= 1,
@@ -196,6 +203,7 @@ class CFRConfig:
                  "use True, False or 'auto' (True when n_ensemble >= 2)")
         for name, value, allowed in (("ipm", self.ipm, IPM_NAMES), ("loss", self.loss, LOSSES),
                                      ("normalization", self.normalization, NORMALIZATIONS),
+                                     ("head_form", self.head_form, HEAD_FORMS),
                                      ("scaling", self.scaling, SCALINGS)):
             _require(name, value, value in allowed, f"choose one of {', '.join(allowed)}")
         return self
@@ -241,7 +249,8 @@ class CFRConfig:
         """The architecture keywords of :class:`dowhy_cfr.core.network.CFRNet`."""
         return dict(n_rep_layers=self.n_rep_layers, rep_dim=self.rep_dim,
                     n_head_layers=self.n_head_layers, head_dim=self.head_dim,
-                    normalization=self.normalization, weight_init=self.weight_init)
+                    normalization=self.normalization, weight_init=self.weight_init,
+                    head_form=self.head_form, effect_penalty=self.effect_penalty)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -12,6 +12,16 @@ Architecture (Shalit et al. 2017, Fig. 1 and Sec. 5; reference configuration of 
   projection of each representation onto the unit sphere, ``Phi(x) / ||Phi(x)||``.
 * h_0, h_1: ``n_head_layers`` ELU layers of width ``head_dim`` and a linear output each. A unit's
   factual loss only involves the head of its observed arm, so only that head gets its gradient.
+* ``head_form="effect"``: the same heads read as a mean head ``m`` (arm 0's weights) and one
+  effect head ``d_a`` per treated arm, ``mu_a = m + d_a - (1/A) sum_b d_b`` with ``d_0 = 0``
+  (for two arms ``mu_0 = m - d/2``, ``mu_1 = m + d/2``, so ``tau = d``): every unit trains
+  ``m``, the effect is a network of its own, and an L2 penalty on its weights
+  (``effect_penalty`` times ``weight_decay``) shrinks it toward a constant -- the structure
+  ``mu(x) + t tau(x)`` with a regularised ``tau`` of Bayesian causal forests (Hahn, Murray &
+  Carvalho 2020) and of FlexTENet's shared and private heads (Curth & van der Schaar 2021), on
+  the balanced representation. Centring the treatment coding splits each unit's gradient evenly
+  between ``m`` and ``d`` (with ``mu_1 = m + d`` the control head would absorb half of the
+  effect early in training).
 * weights drawn from ``N(0, (weight_init / sqrt(fan_in))^2)``, biases 0 (reference code).
 """
 
@@ -24,7 +34,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .config import NORMALIZATIONS, CFRConfig
+from .config import HEAD_FORMS, NORMALIZATIONS, CFRConfig
 
 __all__ = ["CFRNet", "NORMALIZATIONS", "predict"]
 
@@ -46,6 +56,17 @@ def _stacked_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -
         weight.reshape(flat, weight.shape[-2], weight.shape[-1]),
     )
     return out.reshape(*lead, x.shape[-2], weight.shape[-1])
+
+
+def _run_heads(hs: list, params: list) -> list:
+    """Head ``a`` (its layers' ``(weights, biases)``, one per arm in ``params``) on ``hs[a]``:
+    ELU between layers, a linear output."""
+    last = len(params) - 1
+    for i, (w, b) in enumerate(params):
+        hs = [_stacked_matmul(h, wa, ba) for h, wa, ba in zip(hs, w, b)]
+        if i < last:
+            hs = [F.elu(h) for h in hs]
+    return hs
 
 
 class HalfSquaredNorm(torch.autograd.Function):
@@ -91,6 +112,8 @@ class CFRNet(nn.Module):
         head_dim: int = _DEFAULT.head_dim,
         normalization: str = _DEFAULT.normalization,
         weight_init: float = _DEFAULT.weight_init,
+        head_form: str = _DEFAULT.head_form,
+        effect_penalty: float = _DEFAULT.effect_penalty,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str = "cpu",
     ):
@@ -103,9 +126,15 @@ class CFRNet(nn.Module):
             raise ValueError(f"n_rep_layers must be at least 1, got {n_rep_layers!r}")
         if n_head_layers < 0:
             raise ValueError(f"n_head_layers must be non-negative, got {n_head_layers!r}")
+        if head_form not in HEAD_FORMS:
+            raise ValueError(f"head_form must be one of {HEAD_FORMS}, got {head_form!r}")
         self.n_models = len(seeds)
         self.n_arms = int(n_arms)
         self.normalization = normalization
+        self.effect_form = head_form == "effect"
+        # the L2 multiplier of each arm's head weights: effect_penalty on the effect heads d_a
+        self.arm_penalty = [1.0] + [float(effect_penalty) if self.effect_form else 1.0] * (
+            self.n_arms - 1)
         rep_sizes = [d_in] + [rep_dim] * n_rep_layers
         head_sizes = [rep_dim] + [head_dim] * n_head_layers + [1]
 
@@ -168,7 +197,16 @@ class CFRNet(nn.Module):
             h = _stacked_matmul(h, w, b)
             if i < last:
                 h = F.elu(h)
-        return h.squeeze(-1)
+        return self._outcomes(h.squeeze(-1))
+
+    def _outcomes(self, h: torch.Tensor) -> torch.Tensor:
+        """The arms' outputs (K, n_arms, B) from the heads' (K, n_arms, B): themselves, or with
+        ``head_form="effect"`` ``m + d_a - mean_b d_b`` (``m = h[:, 0]``, ``d_a = h[:, a]``,
+        ``d_0 = 0``)."""
+        if not self.effect_form:
+            return h
+        d = torch.cat([torch.zeros_like(h[:, :1]), h[:, 1:]], 1)
+        return h[:, :1] + d - d.mean(1, keepdim=True)
 
     def head_params(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The heads' ``(weight, bias)`` per layer, each with axes (K, n_arms, ...)."""
@@ -195,15 +233,19 @@ class CFRNet(nn.Module):
         ``params``: the K' models' head weights (:meth:`split_heads`, :meth:`select_heads`);
         all K models' by default.
 
-        Half the head arithmetic of :meth:`heads` for two arms.
+        Half the head arithmetic of :meth:`heads` for two arms; with ``head_form="effect"``
+        every head runs on every row (each arm's output needs all of them).
         """
-        params = self.head_params() if params is None else params
-        hs, last = list(blocks), len(params) - 1
-        for i, (w, b) in enumerate(params):
-            hs = [_stacked_matmul(h, wa, ba) for h, wa, ba in zip(hs, w.unbind(1), b.unbind(1))]
-            if i < last:
-                hs = [F.elu(h) for h in hs]
-        return torch.cat(hs, 1).squeeze(-1)
+        params = [(w.unbind(1), b.unbind(1)) for w, b in
+                  (self.head_params() if params is None else params)]
+        if not self.effect_form:
+            return torch.cat(_run_heads(list(blocks), params), 1).squeeze(-1)
+        phi = torch.cat(list(blocks), 1)
+        h = torch.cat(_run_heads([phi] * self.n_arms, params), -1).transpose(1, 2)
+        out = self._outcomes(h)  # (K', n_arms, B), rows in block order
+        arms = torch.cat([torch.full((blk.shape[1],), a, dtype=torch.long, device=phi.device)
+                          for a, blk in enumerate(blocks)])
+        return out.gather(1, arms.view(1, 1, -1).expand(out.shape[0], 1, -1)).squeeze(1)
 
     def forward(self, x: torch.Tensor):
         """Returns ``(phi, outputs)`` with outputs of shape (K, n_arms, B)."""
@@ -216,7 +258,11 @@ class CFRNet(nn.Module):
         This is the ``lambda * R(h)`` term of Eq. 3; with ``include_representation`` the
         representation's weights are penalised too. Shape (K,).
         """
-        total = sum(HalfSquaredNorm.apply(w) for w in self.head_weights)
+        if self.effect_form:
+            factor = self._arm_factor(self.head_weights[0]).view(-1)
+            total = sum((w * w).flatten(2).sum(2) @ factor for w in self.head_weights) * 0.5
+        else:
+            total = sum(HalfSquaredNorm.apply(w) for w in self.head_weights)
         if include_representation:
             total = total + sum(HalfSquaredNorm.apply(w) for w in self.rep_weights)
         return total
@@ -234,10 +280,16 @@ class CFRNet(nn.Module):
             weights += list(self.rep_weights)
         for w in weights:
             scale = weight_decay.view(-1, *([1] * (w.dim() - 1)))
+            if self.effect_form and w.dim() == 4:  # head weights (K, n_arms, i, o)
+                scale = scale * self._arm_factor(w).view(1, -1, 1, 1)
             if w.grad is None:
                 w.grad = scale * w
             else:
                 w.grad.addcmul_(scale, w)
+
+    def _arm_factor(self, like: torch.Tensor) -> torch.Tensor:
+        """Each arm's multiplier of the heads' L2 penalty, (n_arms,)."""
+        return torch.as_tensor(self.arm_penalty, dtype=like.dtype, device=like.device)
 
     @torch.no_grad()
     def select(self, models: Sequence[int]) -> "CFRNet":

@@ -34,10 +34,19 @@ class Checkpoints:
     far. Their effects are averaged, so a late member's last improvements matter little, while
     the longest member sets the stack's time (:attr:`CFRConfig.stop_quorum
     <dowhy_cfr.core.config.CFRConfig.stop_quorum>`).
+
+    Models flagged in ``on_others`` (K-fold bagged members) judge every evaluation by the
+    (geometric) mean objective of the *other* live members of their ensemble, each on its own
+    validation units,
+    never by their own: member j's own validation units are the fold it predicts out of fold for
+    the doubly robust stage, so its checkpoint and its stop may not depend on them, while the
+    other members' folds are units it trains on, scored by members that did not. The mean over
+    K - 1 folds is also a steadier criterion than one fold. Such members stop only with their
+    ensemble's quorum (none leaves the stack before, so every mean has the same members).
     """
 
     def __init__(self, net: CFRNet, *, min_wait: int | None, relative_patience: float,
-                 ensembles=None, quorum=None):
+                 ensembles=None, quorum=None, on_others=None):
         k = net.n_models
         self.store = [p.detach().clone() for p in net.parameters()]  # initial weights until a best
         self.objective = np.full(k, np.inf)
@@ -51,6 +60,10 @@ class Checkpoints:
         sizes = np.bincount(self.ensemble)
         self.quorum = sizes if quorum is None else np.array([quorum(int(s)) for s in sizes])
         self.finished = np.zeros(k, dtype=bool)  # stopped by the waiting rule
+        self.on_others = (np.zeros(k, dtype=bool) if on_others is None
+                          else np.asarray(on_others, dtype=bool).reshape(-1))
+        if len(self.on_others) != k:
+            raise ValueError(f"on_others has {len(self.on_others)} flags for {k} models")
 
     @property
     def has_best(self) -> np.ndarray:
@@ -60,6 +73,7 @@ class Checkpoints:
     def update(self, net: CFRNet, live: np.ndarray, objective: np.ndarray, step: int) -> None:
         """Keep the current parameters of the live models whose objective improved.
         ``live[j]``: the model index of stack position j; ``objective``: (len(live),)."""
+        objective = self.criterion(live, objective)
         better = np.isfinite(objective) & (objective < self.objective[live])
         if not better.any():
             return
@@ -70,6 +84,24 @@ class Checkpoints:
         self.objective[live[better]] = objective[better]
         self.step[live[better]] = step
 
+    def criterion(self, live: np.ndarray, objective: np.ndarray) -> np.ndarray:
+        """What each live model is judged by: its own ``objective``, or (``on_others``) the
+        geometric mean of the finite objectives of the other live members of its ensemble (its
+        own where it has none). Geometric: each fold's curve counts by its relative change, so
+        one fold whose loss is ten times the others' (an extreme outcome in it) does not decide
+        every other member's checkpoint."""
+        pooled = self.on_others[live]
+        if not pooled.any():
+            return objective
+        ens = self.ensemble[live]
+        ok = np.isfinite(objective) & (objective > 0)
+        log = np.where(ok, np.log(np.where(ok, objective, 1.0)), 0.0)
+        size = len(self.quorum)
+        total = np.bincount(ens, weights=log, minlength=size)[ens]
+        count = np.bincount(ens, weights=ok.astype(float), minlength=size)[ens]
+        others = np.exp((total - log) / np.maximum(count - ok, 1.0))
+        return np.where(pooled & (count - ok >= 1) & ok, others, objective)
+
     def waited_enough(self, live: np.ndarray, step: int) -> np.ndarray:
         """Bool per live model: it has a best and has waited the patience since, or its ensemble
         has reached its quorum of stopped members."""
@@ -79,7 +111,8 @@ class Checkpoints:
         done = self.has_best[live] & (step - self.step[live] >= wait)
         self.finished[live[done]] = True
         counts = np.bincount(self.ensemble, weights=self.finished, minlength=len(self.quorum))
-        return done | (self.has_best[live] & (counts >= self.quorum)[self.ensemble[live]])
+        quorum = self.has_best[live] & (counts >= self.quorum)[self.ensemble[live]]
+        return np.where(self.on_others[live], quorum, done | quorum)
 
     @torch.no_grad()
     def restore(self, net: CFRNet) -> None:

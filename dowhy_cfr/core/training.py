@@ -123,6 +123,7 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
               weight_decay: Sequence[float] | None = None, per_model_data: bool = False,
               device: torch.device | str = "cpu", count_shares: np.ndarray | None = None,
               ensembles: Sequence[int] | None = None,
+              stop_on_others: Sequence[bool] | None = None,
               progress: bool | Callable | None = False) -> TrainResult:
     """Train ``K = len(seeds)`` CFR networks in one stacked pass.
 
@@ -162,6 +163,11 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
         The ensemble each model belongs to (models whose effects are averaged): the members of
         one ensemble stop together once ``config.quorum_size(size)`` of them have stopped
         (:class:`.stopping.Checkpoints`). None: every model is its own.
+    stop_on_others : sequence of bool, length K, optional
+        Models that choose their checkpoint and stop by the mean validation objective of the
+        *other* members of their ensemble, never by their own (K-fold bagged members, whose own
+        validation units are the fold they predict out of fold; :class:`.stopping.Checkpoints`).
+        None: every model by its own.
 
     A model whose objective becomes non-finite stops, keeps its best checkpoint and is reported
     in ``diverged`` (``failed`` if it had none yet); the other models train on as if it had never
@@ -176,14 +182,15 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
         order = stack_order(t, train_idx, config.batch_size, n_arms, per_model_data,
                             count_shares)
     if order is not None:
-        x, t, y, train_idx, val_idx, seeds, alpha, weight_decay, count_shares, ensembles = \
-            _reordered(order, per_model_data, x, t, y, train_idx, val_idx, seeds, alpha,
-                       weight_decay, count_shares, ensembles)
+        (x, t, y, train_idx, val_idx, seeds, alpha, weight_decay, count_shares, ensembles,
+         stop_on_others) = _reordered(order, per_model_data, x, t, y, train_idx, val_idx, seeds,
+                                      alpha, weight_decay, count_shares, ensembles, stop_on_others)
     run = StackedRun(x, t, y, train_idx=train_idx, val_idx=val_idx, config=config, seeds=seeds,
                      n_arms=n_arms, batch_source=batch_source, arm_shares=arm_shares,
                      model_wrapper=model_wrapper, gather_ipm=gather_ipm, alpha=alpha,
                      weight_decay=weight_decay, per_model_data=per_model_data, device=device,
-                     model_ids=order, count_shares=count_shares, ensembles=ensembles)
+                     model_ids=order, count_shares=count_shares, ensembles=ensembles,
+                     stop_on_others=stop_on_others)
     with _progress(progress, config, run) as report, _flush_denormals(), \
             _evaluator(run.x.device, model_wrapper, run.val_idx.shape[1]) as evaluator:
         run.report, run.evaluator = report, evaluator
@@ -194,7 +201,7 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
 
 
 def _reordered(order, per_model_data, x, t, y, train_idx, val_idx, seeds, alpha, weight_decay,
-               count_shares, ensembles):
+               count_shares, ensembles, stop_on_others):
     """The per-model inputs of :func:`train_cfr` in the stack order ``order``."""
     def rows(v):  # an expanded (shared) tensor is the same in every order
         return v if v.stride(0) == 0 else v.index_select(0, torch.as_tensor(order,
@@ -210,7 +217,8 @@ def _reordered(order, per_model_data, x, t, y, train_idx, val_idx, seeds, alpha,
         x, t, y = rows(x), rows(t), rows(y)
     return (x, t, y, rows(train_idx), rows(val_idx), items(seeds), items(alpha),
             items(weight_decay),
-            None if count_shares is None else np.asarray(count_shares)[order], items(ensembles))
+            None if count_shares is None else np.asarray(count_shares)[order], items(ensembles),
+            items(stop_on_others))
 
 
 def _in_given_order(result: TrainResult, order: np.ndarray) -> TrainResult:
@@ -235,7 +243,8 @@ class StackedRun:
 
     def __init__(self, x, t, y, *, train_idx, val_idx, config, seeds, n_arms, batch_source,
                  arm_shares, model_wrapper, gather_ipm, alpha, weight_decay, per_model_data,
-                 device, model_ids=None, count_shares=None, ensembles=None):
+                 device, model_ids=None, count_shares=None, ensembles=None,
+                 stop_on_others=None):
         k, device = len(seeds), torch.device(device)
         # the caller's index of each model (reports, warnings): train_cfr may reorder the stack
         self.model_ids = np.arange(k) if model_ids is None else np.asarray(model_ids)
@@ -289,7 +298,8 @@ class StackedRun:
         n_train = None if train_idx is None else train_idx.shape[-1]
         self.checkpoints = Checkpoints(self.net, min_wait=config.min_wait(n_train),
                                        relative_patience=config.relative_patience,
-                                       ensembles=ensembles, quorum=config.quorum_size)
+                                       ensembles=ensembles, quorum=config.quorum_size,
+                                       on_others=stop_on_others)
         self.stopped, self.diverged = np.zeros(k, dtype=bool), np.zeros(k, dtype=bool)
         self.running = torch.zeros(2, k, dtype=x.dtype, device=device)  # sums of risk, IPM
         self.n_running = 0
