@@ -67,7 +67,7 @@ from scipy.stats import norm
 from .nuisance import aipw_scores
 
 __all__ = ["TARGETS", "AverageEffect", "aipw_terms", "average_effect", "plugin_effect",
-           "best_linear_projection"]
+           "best_linear_projection", "jackknife_stderr"]
 
 #: The average effects with a doubly robust estimator: all units, the units at the treatment
 #: arm ("att") and the units at the control arm ("atc").
@@ -222,3 +222,11 @@ def best_linear_projection(psi: np.ndarray, z: np.ndarray | None, names: list[st
                          "ci_upper": beta + q * se,
                          "pvalue": 2 * norm.sf(np.abs(beta) / se)},
                         index=pd.Index(["intercept", *names], name="coefficient"))
+
+
+def jackknife_stderr(values: np.ndarray) -> np.ndarray:
+    """The delete-a-group jackknife standard error of the mean of ``values`` (K, ...), the
+    statistic of each of K estimates that each left out one of K groups:
+    ``sqrt((K - 1) / K * sum_j (v_j - mean)^2)`` (Efron & Stein 1981; Kott 2001)."""
+    k = values.shape[0]
+    return np.sqrt((k - 1) / k * ((values - values.mean(0)) ** 2).sum(0))
