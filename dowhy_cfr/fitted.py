@@ -1053,7 +1053,12 @@ class FittedCFR:
             net = type(net).from_config(self.config, xw_std.shape[1], init_seed,
                                         n_arms=self.encoding.n_arms)
             member = 0
-        _, phi = predict(net, torch.as_tensor(xw_std, dtype=torch.float32), representation=True)
+        x = torch.as_tensor(xw_std, dtype=torch.float32)
+        if isinstance(net, DoseNet):  # its forward needs doses; Phi does not
+            with torch.no_grad():
+                phi = net.representation(x.unsqueeze(0).expand(net.n_models, -1, -1))
+        else:
+            _, phi = predict(net, x, representation=True)
         return phi[member].double().cpu().numpy()
 
 
