@@ -98,12 +98,14 @@ def _dml(method: str, seed: int, tiny: bool):
         return CausalForestDML(model_y=_gb(seed, tiny), model_t=_gb(seed, tiny),
                                discrete_treatment=False, n_estimators=12 if tiny else 100,
                                cv=2, n_jobs=1, random_state=seed)
-    featurizer = None
+    featurizer, model_t = None, _gb(seed, tiny)
     if method == "LinearDML-spline":
+        from sklearn.multioutput import MultiOutputRegressor
         from sklearn.preprocessing import SplineTransformer
 
         featurizer = SplineTransformer(n_knots=4, degree=3, include_bias=False)
-    return LinearDML(model_y=_gb(seed, tiny), model_t=_gb(seed, tiny), discrete_treatment=False,
+        model_t = MultiOutputRegressor(model_t)  # one boosting per spline feature of T
+    return LinearDML(model_y=_gb(seed, tiny), model_t=model_t, discrete_treatment=False,
                      treatment_featurizer=featurizer, cv=2, random_state=seed)
 
 
@@ -239,7 +241,7 @@ def dose_markdown(summary: pd.DataFrame, raw: pd.DataFrame, settings: dict) -> s
              f"sets; ADRF = average dose-response (VCNet's AMSE on the 5th-95th percentile "
              f"grid), ITE = individual curves (test units), effect = curves minus their value "
              f"at the median dose."]
-    for design, g in summary.groupby("design", sort=False):
+    for design, g in (summary.groupby("design", sort=False) if len(summary) else []):
         lines += ["", f"### {design}", "",
                   "| method | ADRF MISE | ITE MISE | effect MISE | band coverage (central) | "
                   "band width | time / fit (s) |", "|---|---|---|---|---|---|---|"]
