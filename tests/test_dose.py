@@ -124,8 +124,8 @@ def test_a_float_treatment_with_many_values_is_continuous_and_few_values_categor
 
 
 def test_the_curves_of_a_trained_network_are_accurate(fitted_dose):
-    """Measured (seed 0): individual curves' MISE 0.016, the network's average curve's squared
-    error 0.019; after one step 1.12 and 0.62 (test_one_step_fails_the_accuracy_thresholds)."""
+    """Measured (seed 0): individual curves' MISE 0.018, the network's average curve's squared
+    error 0.020; after one step 1.12 and 0.62 (test_one_step_fails_the_accuracy_thresholds)."""
     est, (X, T, Y) = fitted_dose
     X_new = dose_design(200, seed=1)[0]
     curves = est.dose_response(X_new, t_grid=GRID)
@@ -135,9 +135,10 @@ def test_the_curves_of_a_trained_network_are_accurate(fitted_dose):
 
 
 def test_one_step_fails_the_accuracy_thresholds_and_the_dr_curve_does_not():
-    """The thresholds above detect an untrained network. The doubly robust average curve
-    (measured 0.023 after one step, 0.021 trained) is carried by the generalised propensity
-    when the outcome model is poor; the network's own (plug-in) average is not (0.62)."""
+    """The thresholds above detect an untrained network (and the slopes' below: root mean
+    square error 0.46, no variation with x1). The doubly robust average curve (measured 0.023
+    after one step, 0.022 trained) is carried by the generalised propensity when the outcome
+    model is poor; the network's own (plug-in) average is not (0.62)."""
     X, T, Y = dose_design()
     est = CFR(n_iter=1, random_state=0, verbose=0).fit(Y, T, X=X)
     X_new = dose_design(200, seed=1)[0]
@@ -146,6 +147,8 @@ def test_one_step_fails_the_accuracy_thresholds_and_the_dr_curve_does_not():
     assert np.mean((est.fitted_.dose.plugin(GRID) - np.sin(1.5 * GRID)) ** 2) > 0.3
     dr = est.dose_response(t_grid=GRID)
     assert np.mean((dr.estimate - np.sin(1.5 * GRID)) ** 2) < 0.06
+    slope = est.marginal_effect(0.0, X_new)
+    assert np.sqrt(np.mean((slope - 1.5 - 0.5 * X_new[:, 1]) ** 2)) > 0.35
 
 
 def test_effects_are_differences_of_the_curves(fitted_dose):
@@ -155,11 +158,13 @@ def test_effects_are_differences_of_the_curves(fitted_dose):
                                atol=1e-10)
     per_row = est.effect(X[:4], T0=np.full(4, -1.0), T1=np.array([0.5, 0.5, 0.5, 0.5]))
     np.testing.assert_allclose(per_row, curves[:, 1] - curves[:, 0], atol=1e-10)
-    # the slope of each unit's curve; the true slope at t = 0 is 1.5 + 0.5 x1
-    slope = est.marginal_effect(0.0, X[:200])
+    # the slope of each unit's curve at t = 0 is 1.5 + 0.5 x1: measured root mean square error
+    # 0.22 on new units, regression coefficient on x1 0.44 (one step: 0.46 and 0.00)
+    X_new = dose_design(200, seed=1)[0]
+    slope = est.marginal_effect(0.0, X_new)
     assert slope.shape == (200,)
-    assert np.corrcoef(slope, 1.5 + 0.5 * X[:200, 1])[0, 1] > 0.7
-    assert abs(np.mean(slope) - 1.5) < 0.4
+    assert np.sqrt(np.mean((slope - 1.5 - 0.5 * X_new[:, 1]) ** 2)) < 0.35
+    assert 0.3 < np.polyfit(X_new[:, 1], slope, 1)[0] < 0.7
 
 
 def test_the_units_curves_average_to_the_doubly_robust_curve(fitted_dose):

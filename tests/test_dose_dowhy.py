@@ -27,6 +27,11 @@ def make_dose_data(n=600, seed=0):
     return pd.DataFrame(x, columns=COVARIATES).assign(t=t, y=y)
 
 
+def _unit_rmse(cate, df) -> float:
+    """Root mean square error of the units' effects of dose 3 vs 1: sin(3) - sin(1) + x1."""
+    return float(np.sqrt(np.mean((cate - (np.sin(3) - np.sin(1) + df["x1"].to_numpy())) ** 2)))
+
+
 @pytest.fixture(scope="module")
 def dose_setup():
     df = make_dose_data()
@@ -39,8 +44,9 @@ def dose_setup():
 
 
 def test_estimate_is_the_doubly_robust_contrast_with_its_interval(dose_setup):
-    """Measured (seed 0): value -0.665 (truth -0.700); the units' effects correlate 0.81 with
-    x1, which drives them (after one step: test_one_step_unit_effects_fail)."""
+    """Measured (seed 0): value -0.643 (truth -0.700); the units' effects are off the truth
+    (-0.700 + x1) by a root mean square of 0.68 (1.06 after one step:
+    test_one_step_unit_effects_fail)."""
     df, model, estimand, estimate = dose_setup
     cfr = estimate.estimator.estimator
     assert cfr.fitted_.continuous
@@ -51,7 +57,7 @@ def test_estimate_is_the_doubly_robust_contrast_with_its_interval(dose_setup):
     assert abs(estimate.value - (np.sin(3) - np.sin(1))) < 0.25
     cate = estimate.cate_estimates.ravel()
     assert cate.shape == (len(df),)
-    assert np.corrcoef(cate, df["x1"])[0, 1] > 0.7
+    assert _unit_rmse(cate, df) < 0.85
 
 
 def test_one_step_unit_effects_fail():
@@ -61,7 +67,7 @@ def test_one_step_unit_effects_fail():
     estimate = model.estimate_effect(estimand, method_name="backdoor.cfr", treatment_value=3.0,
                                      control_value=1.0,
                                      method_params={"init_params": {**PARAMS, "n_iter": 1}})
-    assert np.corrcoef(estimate.cate_estimates.ravel(), df["x1"])[0, 1] < 0.7
+    assert _unit_rmse(estimate.cate_estimates.ravel(), df) > 0.85
 
 
 def test_dose_values_and_target_units_are_checked(dose_setup):
@@ -79,8 +85,8 @@ def test_dose_values_and_target_units_are_checked(dose_setup):
 
 
 def test_dowhys_refuters_run_stacked_on_a_dose(dose_setup):
-    """Measured (seed 0): the permuted-dose placebo's mean effect -0.06 over 4 simulations
-    (the estimate -0.665); a random common cause moves it to -0.61 (3 simulations)."""
+    """Measured (seed 0): the permuted-dose placebo's mean effect -0.11 over 3 simulations
+    (the estimate -0.64); a random common cause moves it to -0.60 (3 simulations)."""
     df, model, estimand, estimate = dose_setup
     placebo = model.refute_estimate(estimand, estimate, method_name="placebo_treatment_refuter",
                                     placebo_type="permute", num_simulations=3, random_seed=0)
@@ -99,8 +105,8 @@ def test_balance_refuter_measures_dependence_on_the_dose(dose_setup):
     """Distance correlation between the representation and the dose, before and after
     training, with a permutation p-value. The confounder x0 also drives Y, so no useful
     representation is independent of T here; CFR still removes more of the dependence than
-    TARNet. Measured (seed 0): CFR 0.44 -> 0.37 (16 %, p = 0.06: passes), TARNet
-    0.44 -> 0.48 (-11 %, p = 0.03: fails)."""
+    TARNet. Measured (seed 0): CFR 0.44 -> 0.38 (13 %, p = 0.06: passes), TARNet
+    0.44 -> 0.46 (-5 %, p = 0.03: fails)."""
     df, model, estimand, estimate = dose_setup
     res = model.refute_estimate(estimand, estimate, method_name="representation_balance",
                                 n_permutations=30, random_state=0)
@@ -115,7 +121,7 @@ def test_balance_refuter_measures_dependence_on_the_dose(dose_setup):
     frame_t = res_t.to_frame()
     assert not res_t.passed
     assert frame.loc["dcor", "after_training"] < frame_t.loc["dcor", "after_training"] - 0.05
-    assert frame.loc["dcor", "reduction"] > frame_t.loc["dcor", "reduction"] + 0.15
+    assert frame.loc["dcor", "reduction"] > frame_t.loc["dcor", "reduction"] + 0.1
 
 
 def test_distance_correlation_detects_dependence():

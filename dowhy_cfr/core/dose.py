@@ -188,7 +188,12 @@ class DoseNet(CFRNet):
 
     def heads(self, phi: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         r"""The outcome :math:`h(\Phi, s)`: (K, B, rep_dim), scaled doses (K, B) -> (K, B)."""
-        basis = self.basis(s).unsqueeze(-2)  # (K, B, 1, n_basis)
+        return self.basis_heads(phi, self.basis(s))
+
+    def basis_heads(self, phi: torch.Tensor, basis: torch.Tensor) -> torch.Tensor:
+        """:meth:`heads` given the doses' basis (K, B, n_basis) (training computes it once per
+        unit, not per step)."""
+        basis = basis.unsqueeze(-2)  # (K, B, 1, n_basis)
         h, last = phi, len(self.head_weights) - 1
         for i, (w, b) in enumerate(zip(self.head_weights, self.head_biases)):
             z = stacked_matmul(h, w, b)  # (K, B, fan_out * n_basis)

@@ -26,7 +26,7 @@ import torch
 
 from .batches import InMemoryBatches, StreamBatches, arm_counts
 from .config import LOSSES, CFRConfig
-from .dose import DoseNet, interval_imbalance, interval_imbalance_blocks
+from .dose import DoseNet, bspline_basis, interval_imbalance, interval_imbalance_blocks
 from .groups import arm_count_groups
 from .network import CFRNet, predict
 from .objective import (Eq3Terms, arm_imbalance, arm_imbalance_blocks, eq3, factual,
@@ -183,7 +183,9 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
     if dose is not None:
         if batch_source is not None:
             raise ValueError("a continuous treatment (dose) trains in memory only, not on a stream")
-        y = torch.stack([y, dose.to(y.dtype).expand_as(y)], -1)  # (outcome, dose) per unit
+        basis = bspline_basis(dose.to(y.dtype).expand_as(y), config.spline_degree,
+                              config.spline_knots)
+        y = torch.cat([y.unsqueeze(-1), basis], -1)  # per unit: outcome, the dose's basis
         run_class = DoseRun
     order = None
     if batch_source is None and len(seeds) > 1:  # equal arm counts next to each other
@@ -543,8 +545,9 @@ class DoseRun(StackedRun):
 
     ``t`` holds each unit's dose stratum (:func:`~.dose.dose_strata`): the stratified batches
     hold a fixed number of units of each stratum, stratum by stratum, and the sample weights of
-    Algorithm 1 are those of the strata (about 1: equal-count strata). ``y`` holds (outcome,
-    scaled dose) pairs, (n, 2). The objective is Eq. 3 with the factual loss of
+    Algorithm 1 are those of the strata (about 1: equal-count strata). ``y`` holds each unit's
+    outcome and the spline basis of its scaled dose, (n, 1 + n_basis): the basis is computed
+    once, not at every step. The objective is Eq. 3 with the factual loss of
     :math:`h(\Phi(x_i), s_i)` and the interval IPM of ADMIT in place of the arms' IPM
     (:func:`~.dose.interval_imbalance_blocks` on a batch's stratum blocks,
     :func:`~.dose.interval_imbalance` on the validation units)."""
@@ -554,14 +557,15 @@ class DoseRun(StackedRun):
     def forward(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor | None = None):
         """Phi(x_i) (K, B, r) and the outputs h(Phi(x_i), s_i) (K, B) at each unit's dose."""
         phi = self.net.representation(x)
-        return phi, self.net.heads(phi, y[..., 1])
+        return phi, self.net.basis_heads(phi, y[..., 1:])
 
     def batch_eq3(self, phi, pred, t, y) -> Eq3Terms:
         return super().batch_eq3(phi, pred, t, y[..., 0])
 
     def _validation_chunk(self, net: DoseNet, idx: torch.Tensor, t_c: torch.Tensor):
         pairs = self.take(self.y, idx)
-        phi_c, out_c = net(self.take(self.x, idx), pairs[..., 1])
+        phi_c = net.representation(self.take(self.x, idx))
+        out_c = net.basis_heads(phi_c, pairs[..., 1:])
         loss = factual_loss(out_c, pairs[..., 0], self.config.loss)
         return phi_c, (sample_weights(t_c, self.shares) * loss).sum(1)
 
