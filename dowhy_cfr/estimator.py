@@ -137,7 +137,8 @@ class _OtherFits:
     def load(cls, path):
         """Load an estimator written by :meth:`save` (CPU; move with ``device`` on refit)."""
         name, params, fitted, econml_state = _io.load(path)
-        return _saved_class(cls, name, path)(**params)._set_fitted(fitted, econml_state=econml_state)
+        estimator = _saved_class(cls, name, path)(**params)
+        return estimator._set_fitted(fitted, econml_state=econml_state)
 
 
 class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredictions, _OtherFits,

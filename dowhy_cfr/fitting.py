@@ -74,10 +74,9 @@ CONFIG_FIELDS = tuple(f for f in CFRConfig.__dataclass_fields__ if f not in ("lo
 #: without ground truth"): one of :data:`dowhy_cfr.metrics.SELECTION_CRITERIA`.
 ALPHA_CRITERION = "r_loss"
 #: Doses in the grid on which every fitted unit's outcome curve is evaluated for the doubly
-#: robust average dose-response (the integrals of :mod:`dowhy_cfr.adrf`; linear interpolation
-#: between them): the network's curves are splines of degree 2 with three pieces, and 32
-#: points changed the average curve's error on the VCNet design by less than 1 % against 128
-#: at a quarter of the evaluations (docs/parameters.md, item 15).
+#: robust average dose-response (:mod:`dowhy_cfr.adrf`; linear interpolation between them).
+#: The curves are smooth in the dose (splines of degree 2 through ELU layers); the evaluations
+#: cost K * n * DOSE_GRID head passes (docs/parameters.md, item 15).
 DOSE_GRID = 32
 
 
@@ -187,7 +186,8 @@ class FitSettings:
                    _cross_fit(est.cross_fit, est.n_ensemble), est.debias, est.model_propensity,
                    float(est.min_propensity), int(est.cv), est.model_final,
                    bool(est.final_blend), est.categories,
-                   getattr(est, "treatment", "auto"), est.random_state, resolve_device(est.device), est.verbose)
+                   getattr(est, "treatment", "auto"), est.random_state,
+                   resolve_device(est.device), est.verbose)
 
     def config(self, loss: str, alpha: float | None = None) -> CFRConfig:
         """The core configuration for ``loss`` (and the member alpha ``alpha``)."""

@@ -259,7 +259,7 @@ def dose_markdown(summary: pd.DataFrame, raw: pd.DataFrame, settings: dict) -> s
     for design, g in (summary.groupby("design", sort=False) if len(summary) else []):
         lines += ["", f"### {design}", "",
                   "| method | ADRF MISE | ITE MISE | effect MISE | band coverage (central) | "
-                  "band width | time / fit (s) | CPU / fit (s) |", "|---|---|---|---|---|---|---|---|"]
+                  "band width | time / fit (s) | CPU / fit (s) |", "|---" * 8 + "|"]
         for _, row in g.iterrows():
             cov = cell(row, "band_coverage", 3)
             if cov != "-":

@@ -187,7 +187,8 @@ class CFRConfig:
             _check_int(name, getattr(self, name))
         _require("spline_degree", self.spline_degree, 0 <= self.spline_degree <= 5,
                  "must be in 0..5 (0: piecewise constant in the dose, 2: VCNet's quadratic)")
-        _require("spline_knots", self.spline_knots, 0 <= self.spline_knots <= 20, "must be in 0..20")
+        _require("spline_knots", self.spline_knots, 0 <= self.spline_knots <= 20,
+                 "must be in 0..20")
         _require("dose_strata", self.dose_strata, 2 <= self.dose_strata <= 20,
                  "must be in 2..20 (the dose intervals of the interval IPM)")
         _require("alpha", self.alpha, self.alpha >= 0,

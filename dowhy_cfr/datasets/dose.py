@@ -77,8 +77,8 @@ def dose_logit(design: str, x: np.ndarray) -> np.ndarray:
     """The noiseless logit of the dose, :math:`\\tilde t(x)` (module docstring)."""
     if design == "vcnet":
         x1, x2, x3, x4, x5, _ = x.T
-        return ((10 * np.sin(np.maximum.reduce([x1, x2, x3])) + np.maximum.reduce([x3, x4, x5]) ** 3)
-                / (1 + (x1 + x5) ** 2) + np.sin(0.5 * x3) * (1 + np.exp(x4 - 0.5 * x3))
+        peak = np.maximum.reduce([x3, x4, x5])
+        return ((10 * np.sin(np.maximum.reduce([x1, x2, x3])) + peak ** 3) / (1 + (x1 + x5) ** 2) + np.sin(0.5 * x3) * (1 + np.exp(x4 - 0.5 * x3))
                 + x3 ** 2 + 2 * np.sin(x4) + 2 * x5 - 6.5)
     c1, c2 = _ihdp_centres()
     hi = np.maximum.reduce([x[:, 2], x[:, 4], x[:, 5]])
@@ -97,7 +97,8 @@ def dose_outcome(design: str, t, x: np.ndarray) -> np.ndarray:
     c1, _ = _ihdp_centres()
     low = np.minimum.reduce([x[:, 1], x[:, 2], x[:, 4]])
     return np.sin(3 * np.pi * t) / (1.2 - t) * (
-        np.tanh(5 * (x[:, 6:15].mean(1) - c1)) + np.exp(0.2 * (x[:, 0] - x[:, 5])) / (0.5 + 5 * low))
+        np.tanh(5 * (x[:, 6:15].mean(1) - c1))
+        + np.exp(0.2 * (x[:, 0] - x[:, 5])) / (0.5 + 5 * low))
 
 
 @lru_cache(maxsize=1)
