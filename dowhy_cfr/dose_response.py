@@ -32,7 +32,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 from scipy.stats import t as student_t
 
 from .debiased import AverageEffect
@@ -280,10 +279,11 @@ class DoseResponseMixin:
         stage = fitted.dose
         if stage.debiased:
             res = stage.adrf(grid)
-            half = norm.ppf(1 - alpha / 2) * res.stderr
+            half = student_t.ppf(1 - alpha / 2, res.df) * res.stderr  # df inf: normal
             return DoseResponse(grid, res.estimate, res.estimate - half, res.estimate + half,
                                 res.stderr, "average", "doubly robust (Kennedy et al. 2017): "
-                                "local linear fit of pseudo-outcomes, sandwich band", alpha,
+                                "local linear fit of the weighted residuals; band: sandwich "
+                                "variance plus the members' jackknife, Student's t", alpha,
                                 res.h)
         members = fitted.dose_curves(stage.x, grid, grid=True, members=True).mean(1)  # (K, P)
         return _jackknife_response(grid, stage.plugin(grid), members, "average", alpha,

@@ -888,7 +888,24 @@ class DoseStage:
                              "average curve only (no doubly robust one, no band); refit with "
                              "debias='aipw'")
         res = adrf(points, self.dose, self.rho, self.h, self.grid, self.curves)
-        return res._replace(stderr=np.sqrt(res.stderr ** 2 + self.member_stderr(points) ** 2))
+        members = self.member_stderr(points)
+        return res._replace(stderr=np.sqrt(res.stderr ** 2 + members ** 2),
+                            df=self.satterthwaite(res.stderr, members))
+
+    def satterthwaite(self, influence_se, member_se):
+        r"""Welch-Satterthwaite degrees of freedom of :math:`\sqrt{se_{IF}^2 + se_{jk}^2}`: the
+        influence function's part with infinitely many, the members' jackknife with K - 1 (as
+        the members' own intervals), :math:`\nu = (K - 1)(1 + se_{IF}^2 / se_{jk}^2)^2`;
+        infinite without K-fold members. On 40 data sets of each dose design the band's
+        coverage of the true curve was 0.907 / 0.867 with normal quantiles, 0.936 / 0.914
+        with these (docs/dose.md)."""
+        influence_se, member_se = np.asarray(influence_se, float), np.asarray(member_se, float)
+        if self.member_curves is None:
+            return np.full(member_se.shape, np.inf)
+        k = len(self.member_curves)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            df = (k - 1) * (1 + influence_se ** 2 / member_se ** 2) ** 2
+        return np.where(member_se > 0, df, np.inf)
 
     def member_points(self, points) -> np.ndarray | None:
         """The K-fold members' mean curves over the fitted units at ``points``: (K, P)."""
@@ -926,11 +943,12 @@ class DoseStage:
         influence terms subtracted unit by unit); the plug-in difference as ``plugin``."""
         res = self.adrf([t1, t0])
         diff = res.phi[:, 0] - res.phi[:, 1]
-        stderr = np.hypot(np.sqrt(np.sum(diff ** 2)) / len(diff),
-                          self.member_stderr([t1, t0], contrast=True)[0])
+        influence = np.sqrt(np.sum(diff ** 2)) / len(diff)
+        members = self.member_stderr([t1, t0], contrast=True)[0]
         plugin = self.plugin([t1, t0])
-        return AverageEffect("ate", float(res.estimate[0] - res.estimate[1]), float(stderr),
-                             float(plugin[0] - plugin[1]), len(diff))
+        return AverageEffect("ate", float(res.estimate[0] - res.estimate[1]),
+                             float(np.hypot(influence, members)), float(plugin[0] - plugin[1]),
+                             len(diff), df=float(self.satterthwaite(influence, members)))
 
     def is_fitted_x(self, x: np.ndarray) -> bool:
         """Whether the X block ``x`` is the fitted units', row for row."""

@@ -67,7 +67,7 @@ class _JackknifeSummary(PopulationSummaryResults):
 
     def __init__(self, *args, df: int, **kwargs):
         super().__init__(*args, **kwargs)
-        self.df = int(df)
+        self.df = float(df)
 
     def conf_int_mean(self, *, alpha=None):
         alpha = self.alpha if alpha is None else alpha
@@ -132,7 +132,7 @@ class _JackknifeResults(_RowNormalResults):
 
     def __init__(self, *args, df: int, **kwargs):
         super().__init__(*args, **kwargs)
-        self.df = int(df)
+        self.df = float(df)
 
     def conf_int(self, alpha=0.05):
         return _t_bounds(self.point_estimate, self.stderr, alpha, self.df)
@@ -712,7 +712,9 @@ class DoseInference(Inference):
     * ``ate_interval(X=None, T0=t0, T1=t1)`` / ``ate_inference``: the doubly robust contrast of
       the average dose-response over the fitted units, :math:`\hat\theta(t_1) -
       \hat\theta(t_0)` (Kennedy et al. 2017, :mod:`dowhy_cfr.adrf`), with the standard error of
-      the difference of the two local linear estimates; normal intervals. For other units X:
+      the difference of the two local linear estimates and of the members' average curves;
+      Student's t intervals with Satterthwaite's degrees of freedom
+      (:meth:`dowhy_cfr.fitted.DoseStage.contrast`). For other units X:
       the mean of ``effect(X, T0, T1)`` with the members' jackknife standard error of that mean.
     * ``effect_interval`` / ``effect_inference`` (:math:`\mu(x, t_1) - \mu(x, t_0)`) and
       ``marginal_effect_interval`` / ``_inference`` (:math:`\partial_t \mu(x, t)`): the members'
@@ -798,8 +800,11 @@ class DoseInference(Inference):
             res = stage.contrast(t1, t0)
             pred = np.array([res.estimate]) if X is None else np.asarray(
                 self._est.effect(X, T0=T0, T1=T1), dtype=float)
-            return PopulationSummaryResults(pred=pred, pred_stderr=np.zeros_like(pred),
-                                            mean_pred_stderr=res.stderr, d_t=1, d_y=self.d_y)
+            args = dict(pred=pred, pred_stderr=np.zeros_like(pred), mean_pred_stderr=res.stderr,
+                        d_t=1, d_y=self.d_y)
+            if np.isinf(res.df):
+                return PopulationSummaryResults(**args)
+            return _JackknifeSummary(**args, df=res.df)  # Student's t, Satterthwaite's df
         pred, members = self._member_effects(X, T0, T1, "ate_inference")
         return _JackknifeSummary(pred=pred, pred_stderr=jackknife_stderr(members),
                                  mean_pred_stderr=float(jackknife_stderr(members.mean(1))),
