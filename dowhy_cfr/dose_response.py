@@ -35,7 +35,7 @@ import pandas as pd
 from scipy.stats import t as student_t
 
 from .debiased import AverageEffect
-from .inference import CONSTANT_DOSE_EFFECT, jackknife_stderr
+from .inference import CONSTANT_DOSE_EFFECT, flat_doses, jackknife_stderr
 
 __all__ = ["DoseResponse", "DoseResponseMixin"]
 
@@ -132,7 +132,7 @@ class DoseResponseMixin:
         if X is None:
             t1, t0 = self._doses(fitted, T0, T1)
             return self._shape_y(np.atleast_1d(self.ate(None, T0=t0, T1=t1)))
-        X, T0, T1 = self._expand_treatments(X, T0, T1)
+        X, T0, T1 = flat_doses(*self._expand_treatments(X, T0, T1))
         return self._shape_y(fitted.dose_curves(X, T1) - fitted.dose_curves(X, T0))
 
     def marginal_effect(self, T, X=None):
@@ -142,7 +142,7 @@ class DoseResponseMixin:
         fitted = self._dose_fit()
         if fitted is None:
             return super().marginal_effect(T, X)
-        X, T = self._expand_treatments(X, T)
+        X, T = flat_doses(*self._expand_treatments(X, T))
         lo, hi = fitted.encoding.difference_points(T)
         if X is None:
             slope = (self._average_curve(fitted, hi) - self._average_curve(fitted, lo)) / (hi - lo)

@@ -36,7 +36,7 @@ from .fitted import effects_of
 from .nuisance import Propensity
 
 __all__ = ["CFRBootstrapInference", "CFRAIPWInference", "AverageEffectsMixin", "jackknife_stderr",
-           "DoseInference", "CONSTANT_DOSE_EFFECT"]
+           "DoseInference", "CONSTANT_DOSE_EFFECT", "flat_doses"]
 
 _POINTWISE = ("{name} under inference='aipw' (the default) reads the spread of the K-fold bagged "
               "ensemble members (a delete-a-group jackknife, docs/inference.md); {why}. Refit with "
@@ -763,7 +763,7 @@ class DoseInference(Inference):
         """``effect(X, T0, T1)`` (m,) and each member's (K, m), X as the estimator encodes it."""
         fitted = self._members(name)
         pred = np.asarray(self._est.effect(X, T0=T0, T1=T1), dtype=float)
-        X, T0, T1 = self._est._expand_treatments(X, T0, T1)
+        X, T0, T1 = flat_doses(*self._est._expand_treatments(X, T0, T1))
         if X is None:
             raise ValueError(f"{name} needs the units' X (pass X=...)")
         members = fitted.dose_curves(X, T1, members=True) - fitted.dose_curves(X, T0, members=True)
@@ -779,7 +779,7 @@ class DoseInference(Inference):
     def marginal_effect_inference(self, T, X=None):
         fitted = self._members("marginal_effect_inference")
         pred = np.asarray(self._est.marginal_effect(T, X), dtype=float)
-        X, T = self._est._expand_treatments(X, T)
+        X, T = flat_doses(*self._est._expand_treatments(X, T))
         if X is None:
             raise ValueError("marginal_effect_inference needs the units' X (pass X=...)")
         lo, hi = fitted.encoding.difference_points(T)
@@ -835,6 +835,12 @@ CONSTANT_DOSE_EFFECT = (
     "its intervals and averages) has no value here: use effect(X, T0=t0, T1=t1) for the change "
     "from dose t0 to t1, marginal_effect(T, X) for the slope of each unit's curve at dose T, or "
     "dose_response(X, t_grid=...) for the curves")
+
+
+def flat_doses(X, *Ts):
+    """EconML's expanded ``(X, *Ts)`` with each dose array one-dimensional (a one-column T at
+    fit makes EconML expand scalar doses to (m, 1))."""
+    return (X, *(np.asarray(T, dtype=float).reshape(-1) for T in Ts))
 
 
 def _dose_pair(fitted, T0, T1) -> tuple[float, float]:

@@ -301,3 +301,21 @@ def test_fit_stacked_on_doses_equals_single_fits():
     np.testing.assert_allclose(members[1].effect(X[:20], T0=0.0, T1=1.0),
                                alone.effect(X[:20], T0=0.0, T1=1.0), atol=2e-3)
     assert members[0].fitted_.continuous
+
+
+def test_plot_dose_response(fitted_dose):
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    est, (X, T, Y) = fitted_dose
+    fig = est.dose_response(t_grid=GRID).plot(doses=T, truth=np.sin(1.5 * GRID))
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert {"95% pointwise band", "true curve", "observed doses"} <= set(labels)
+    plt.close(fig)
+    fig = est.dose_response(X[:3], t_grid=GRID).plot()
+    assert len(fig.axes[0].lines) == 3
+    plt.close(fig)
+    with pytest.raises(TypeError, match="dose_response"):
+        from dowhy_cfr.plotting import plot_dose_response
+        plot_dose_response(np.zeros(3))
