@@ -58,12 +58,12 @@ the network's bias on that design's steep curve remains); with normal quantiles 
 
 References
 ----------
-.. [1] E. H. Kennedy, Z. Ma, M. D. McHugh, D. S. Small. "Non-parametric methods for doubly
-   robust estimation of continuous treatment effects." JRSS-B 79(4), 1229-1245, 2017.
-.. [2] K. Colangelo, Y.-Y. Lee. "Double debiased machine learning nonparametric inference with
-   continuous treatments." arXiv:2004.03036, 2020.
-.. [3] J. Fan, I. Gijbels. "Local Polynomial Modelling and Its Applications." Chapman & Hall,
-   1996 (the local linear estimator and its leave-one-out risk).
+* [1] E. H. Kennedy, Z. Ma, M. D. McHugh, D. S. Small. "Non-parametric methods for doubly
+  robust estimation of continuous treatment effects." JRSS-B 79(4), 1229-1245, 2017.
+* [2] K. Colangelo, Y.-Y. Lee. "Double debiased machine learning nonparametric inference with
+  continuous treatments." arXiv:2004.03036, 2020.
+* [3] J. Fan, I. Gijbels. "Local Polynomial Modelling and Its Applications." Chapman & Hall,
+  1996 (the local linear estimator and its leave-one-out risk).
 """
 
 from __future__ import annotations

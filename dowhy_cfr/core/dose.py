@@ -49,14 +49,14 @@ Only torch and numpy are imported here.
 
 References
 ----------
-.. [1] L. Nie, M. Ye, Q. Liu, D. Nicolae. "VCNet and functional targeted regularization for
-   learning causal effects of continuous treatments." ICLR 2021.
-.. [2] X. Wang, S. Lyu, X. Wu, T. Wu, H. Chen. "Generalization bounds for estimating causal
-   effects of continuous treatments." NeurIPS 2022.
-.. [3] P. Schwab, L. Linhardt, S. Bauer, J. M. Buhmann, W. Karlen. "Learning counterfactual
-   representations for estimating individual dose-response curves." AAAI 2020.
-.. [4] C. de Boor. "A Practical Guide to Splines." Springer, 1978 (the recursion of
-   :func:`bspline_basis`).
+* [1] L. Nie, M. Ye, Q. Liu, D. Nicolae. "VCNet and functional targeted regularization for
+  learning causal effects of continuous treatments." ICLR 2021.
+* [2] X. Wang, S. Lyu, X. Wu, T. Wu, H. Chen. "Generalization bounds for estimating causal
+  effects of continuous treatments." NeurIPS 2022.
+* [3] P. Schwab, L. Linhardt, S. Bauer, J. M. Buhmann, W. Karlen. "Learning counterfactual
+  representations for estimating individual dose-response curves." AAAI 2020.
+* [4] C. de Boor. "A Practical Guide to Splines." Springer, 1978 (the recursion of
+  :func:`bspline_basis`).
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ _DEFAULT = CFRConfig()
 def stacked_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """``x @ weight + bias`` over arbitrary leading (model, arm) axes.
 
-    x: (*lead, B, i), weight: (*lead, i, o), bias: (*lead, 1, o) -> (*lead, B, o).
+    ``x``: ``(*lead, B, i)``, ``weight``: ``(*lead, i, o)``, ``bias``: ``(*lead, 1, o)`` ->
+    ``(*lead, B, o)``.
     """
     if weight.dim() == 3:  # one leading (model) axis: no reshapes, which autograd would record
         return torch.baddbmm(bias, x, weight)
