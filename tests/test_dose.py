@@ -319,3 +319,10 @@ def test_plot_dose_response(fitted_dose):
     with pytest.raises(TypeError, match="dose_response"):
         from dowhy_cfr.plotting import plot_dose_response
         plot_dose_response(np.zeros(3))
+
+
+def test_chunked_fits_refuse_a_dose():
+    X, T, Y = dose_design(200)
+    with pytest.raises(NotImplementedError, match="fit it in memory"):
+        CFR(**TINY).fit_chunks([(Y[:150], T[:150], X[:150])], validation=(Y[150:], T[150:],
+                                                                           X[150:]))
