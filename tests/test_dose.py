@@ -321,8 +321,12 @@ def test_plot_dose_response(fitted_dose):
         plot_dose_response(np.zeros(3))
 
 
-def test_chunked_fits_refuse_a_dose():
+def test_chunked_fits_and_the_random_search_refuse_a_dose():
     X, T, Y = dose_design(200)
     with pytest.raises(NotImplementedError, match="fit it in memory"):
         CFR(**TINY).fit_chunks([(Y[:150], T[:150], X[:150])], validation=(Y[150:], T[150:],
                                                                            X[150:]))
+    from dowhy_cfr.selection import random_search
+
+    with pytest.raises(NotImplementedError, match="dose"):
+        random_search(1, Y, T, X, train=np.arange(150), val=np.arange(150, 200))
