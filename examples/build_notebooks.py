@@ -706,7 +706,7 @@ with a normal generalised propensity score). The table ships inside the optional
 import logging
 N_ITER = 60 if FAST else "auto"   # training steps (the default: "auto", with early stopping)
 SMALL = dict(n_rep_layers=2, rep_dim=16, n_head_layers=1, head_dim=16) if FAST else {}
-N_SIM = 4 if FAST else 20         # simulations per DoWhy refuter (DoWhy's default: 100)
+N_SIM = 2 if FAST else 20         # simulations per DoWhy refuter (DoWhy's default: 100)
 N_PERM = 19 if FAST else 100      # permutations of the balance refuter
 logging.getLogger("dowhy").setLevel(logging.ERROR)
 warnings.filterwarnings("ignore", category=FutureWarning)

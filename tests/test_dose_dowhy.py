@@ -89,12 +89,12 @@ def test_dowhys_refuters_run_stacked_on_a_dose(dose_setup):
     (the estimate -0.64); a random common cause moves it to -0.60 (3 simulations)."""
     df, model, estimand, estimate = dose_setup
     placebo = model.refute_estimate(estimand, estimate, method_name="placebo_treatment_refuter",
-                                    placebo_type="permute", num_simulations=3, random_seed=0)
-    assert placebo.stacking["simulations"] == 3 and placebo.stacking["stacks"] == 1
+                                    placebo_type="permute", num_simulations=2, random_seed=0)
+    assert placebo.stacking["simulations"] == 2 and placebo.stacking["stacks"] == 1
     assert abs(placebo.new_effect) < 0.3 * abs(estimate.value)
     common = model.refute_estimate(estimand, estimate, method_name="random_common_cause",
-                                   num_simulations=3, random_seed=0)
-    assert common.stacking["simulations"] == 3
+                                   num_simulations=2, random_seed=0)
+    assert common.stacking["simulations"] == 2
     assert abs(common.new_effect - estimate.value) < 0.3
     with pytest.raises(ValueError, match="placebo_type='permute'"):
         model.refute_estimate(estimand, estimate, method_name="placebo_treatment_refuter",
