@@ -21,6 +21,7 @@ scikit-learn class and parameters (it is only used at fit).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import io
 import json
@@ -31,15 +32,19 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .core import CFRConfig, CFRNet
-from .fitted import (Columns, DebiasedStage, FinalStage, FittedCFR, FittedMembers,
-                     Preprocessing, TreatmentEncoding)
+from .core import CFRConfig, CFRNet, DoseNet
+from .fitted import (Columns, DebiasedStage, DoseEncoding, DoseStage, FinalStage, FittedCFR,
+                     FittedMembers, Preprocessing, TreatmentEncoding)
 from .fitting import fit_blend
 from .tabular import FeatureScaler, TableEncoder
 
-FORMAT_VERSION = 3  # 2: the fitted units' X block, the final stage's shift, encoders, scaler;
-#: 3: the blend stage (version 2 files load as fitted, without one)
-READABLE_VERSIONS = (2, 3)
+FORMAT_VERSION = 4  # 2: the fitted units' X block, the final stage's shift, encoders, scaler;
+#: 3: the blend stage (version 2 files load as fitted, without one); 4: continuous treatments
+#: (the dose encoding and the dose stage; versions 2 and 3 load as categorical fits)
+READABLE_VERSIONS = (2, 3, 4)
+#: The arrays of a dose stage (:class:`~dowhy_cfr.fitted.DoseStage`), None ones left out.
+_DOSE_ARRAYS = ("x", "y", "dose", "grid", "curves", "mu", "plugin_curve", "member_curves",
+                "rho", "weights")
 
 
 def _jsonable(v):
@@ -141,7 +146,9 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
         "x_columns": cols.x_names,
         "w_columns": cols.w_names,
         "n_arms": fitted.encoding.n_arms,
-        "categories": _jsonable(fitted.encoding.categories),
+        "categories": None if fitted.continuous else _jsonable(fitted.encoding.categories),
+        "dose_encoding": None if not fitted.continuous else _jsonable(
+            dataclasses.asdict(fitted.encoding)),
         "d_y": _jsonable(list(econml_state["_d_y"])),
         "d_t": _jsonable(list(econml_state["_d_t"])),
         "d_t_in": _jsonable(list(econml_state["_d_t_in"])),
@@ -177,6 +184,11 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
         blend = fitted.blend
         state["blend_stage"] = {"model": _model_spec(blend.model)}
         arrays["blend/train"] = blend.train
+    if fitted.dose is not None:
+        dose = fitted.dose
+        state["dose_stage"] = {"h": dose.h, "gps_model": dose.gps_model}
+        arrays.update({f"dose/{k}": getattr(dose, k) for k in _DOSE_ARRAYS
+                       if getattr(dose, k) is not None})
     stage = fitted.debiased
     if stage is not None:
         state["debiased"] = {"has_e": stage.e is not None,
@@ -213,8 +225,9 @@ def _read(path: Path):
 
 
 def _members(state, arrays, config: CFRConfig) -> FittedMembers:
-    net = CFRNet.from_config(config, state["d_in"], [0] * state["n_models"],
-                             n_arms=state["n_arms"])
+    network = DoseNet if state.get("dose_encoding") else CFRNet
+    net = network.from_config(config, state["d_in"], [0] * state["n_models"],
+                              n_arms=state["n_arms"])
     with torch.no_grad():
         for i, p in enumerate(net.parameters()):
             p.copy_(torch.from_numpy(arrays[f"param/{i}"]))
@@ -249,6 +262,20 @@ def _blend(state, arrays, stage):
                      list(state["seeds"]), stage)
 
 
+def _dose_encoding(spec: dict) -> DoseEncoding:
+    return DoseEncoding(float(spec["t_min"]), float(spec["t_max"]),
+                        tuple(float(q) for q in spec["quantiles"]), int(spec["n_strata"]))
+
+
+def _dose_stage(state, arrays):
+    spec = state.get("dose_stage")
+    if spec is None:
+        return None
+    a = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("dose/")}
+    return DoseStage(**{k: a.get(k) for k in _DOSE_ARRAYS}, h=spec["h"],
+                     gps_model=spec["gps_model"])
+
+
 def load(path):
     """``(class name, constructor parameters, FittedCFR, EconML's bookkeeping)`` of a saved
     model; the estimator builds itself from them."""
@@ -271,9 +298,11 @@ def load(path):
                                 arrays["final/tau"]).models
         final = FinalStage(arrays["final/x"], arrays["final/tau"], models, arrays["final/shift"],
                            arrays["final/member_tau"] if "final/member_tau" in arrays else None)
-    fitted = FittedCFR(config, TreatmentEncoding.of_categories(state["categories"]), columns, pre,
-                       _members(state, arrays, config), arrays["tau_fit_mean"], final,
-                       stage, blend=_blend(state, arrays, stage))
+    encoding = (TreatmentEncoding.of_categories(state["categories"])
+                if not state.get("dose_encoding") else _dose_encoding(state["dose_encoding"]))
+    fitted = FittedCFR(config, encoding, columns, pre, _members(state, arrays, config),
+                       arrays["tau_fit_mean"], final, stage, blend=_blend(state, arrays, stage),
+                       dose=_dose_stage(state, arrays))
     econml_state = {"_d_y": tuple(state["d_y"]), "_d_t": tuple(state["d_t"]),
                     "_d_t_in": tuple(state["d_t_in"])}
     if state["input_names"] is not None:

@@ -63,11 +63,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from scipy.stats import norm
+from scipy.stats import t as student_t
 
 from .nuisance import aipw_scores
 
 __all__ = ["TARGETS", "AverageEffect", "aipw_terms", "average_effect", "plugin_effect",
-           "best_linear_projection"]
+           "best_linear_projection", "jackknife_stderr"]
 
 #: The average effects with a doubly robust estimator: all units, the units at the treatment
 #: arm ("att") and the units at the control arm ("atc").
@@ -90,6 +91,10 @@ class AverageEffect:
     n_units : int
         Number of units averaged over (all units for "ate").
     method : {"aipw", "plugin"}
+    df : float
+        Degrees of freedom of the interval and test: infinite (the default) for the normal
+        ones; finite for Student's t (a continuous treatment's contrast, whose standard error
+        has a members' jackknife part: :meth:`dowhy_cfr.fitted.DoseStage.contrast`).
     """
 
     target: str
@@ -98,17 +103,23 @@ class AverageEffect:
     plugin: float
     n_units: int
     method: str = "aipw"
+    df: float = float("inf")
+
+    def _quantile(self, q: float) -> float:
+        return float(norm.ppf(q) if np.isinf(self.df) else student_t.ppf(q, self.df))
 
     def interval(self, alpha: float = 0.05) -> tuple[float, float]:
-        """The normal ``1 - alpha`` confidence interval ``estimate -/+ z_{1-alpha/2} stderr``."""
+        """The ``1 - alpha`` confidence interval ``estimate -/+ z_{1-alpha/2} stderr`` (Student's
+        t quantile with ``df`` degrees of freedom where ``df`` is finite)."""
         if not 0 < alpha < 1:
             raise ValueError(f"alpha={alpha!r} must be in (0, 1), e.g. 0.05 for 95% intervals")
-        half = norm.ppf(1 - alpha / 2) * self.stderr
+        half = self._quantile(1 - alpha / 2) * self.stderr
         return self.estimate - half, self.estimate + half
 
     def pvalue(self, value: float = 0.0) -> float:
-        """Two-sided p-value of the z-test of ``estimate == value``."""
-        return float(2 * norm.sf(abs(self.estimate - value) / self.stderr))
+        """Two-sided p-value of the z-test (t-test with finite ``df``) of ``estimate == value``."""
+        z = abs(self.estimate - value) / self.stderr
+        return float(2 * (norm.sf(z) if np.isinf(self.df) else student_t.sf(z, self.df)))
 
 
 def aipw_terms(y, arms, mu, e, *, a1: int, a0: int, target: str):
@@ -222,3 +233,11 @@ def best_linear_projection(psi: np.ndarray, z: np.ndarray | None, names: list[st
                          "ci_upper": beta + q * se,
                          "pvalue": 2 * norm.sf(np.abs(beta) / se)},
                         index=pd.Index(["intercept", *names], name="coefficient"))
+
+
+def jackknife_stderr(values: np.ndarray) -> np.ndarray:
+    """The delete-a-group jackknife standard error of the mean of ``values`` (K, ...), the
+    statistic of each of K estimates that each left out one of K groups:
+    ``sqrt((K - 1) / K * sum_j (v_j - mean)^2)`` (Efron & Stein 1981; Kott 2001)."""
+    k = values.shape[0]
+    return np.sqrt((k - 1) / k * ((values - values.mean(0)) ** 2).sum(0))

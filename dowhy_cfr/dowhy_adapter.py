@@ -42,6 +42,14 @@ What the adapter does
   EconML wrapper silently treats the strings as "ate"; this adapter does not.
 * One treatment variable, binary or multi-valued: ``treatment_value`` and ``control_value`` pick
   the two arms compared (``"att"`` means the units at ``treatment_value``).
+* A continuous treatment (a dose; CFR's ``treatment="auto"`` takes a numeric column with more
+  than 20 distinct values as one, or pass ``init_params={"treatment": "continuous"}``):
+  ``treatment_value`` and ``control_value`` are two doses within the range of the data, and
+  ``estimate.value`` is the doubly robust contrast of the average dose-response,
+  theta(t1) - theta(t0) (:meth:`CFR.ate` with ``T0``, ``T1``; ``docs/dose.md``), with its
+  analytic interval; ``cate_estimates`` hold the units' mu(x, t1) - mu(x, t0).
+  ``target_units`` "att"/"atc" (the units at one level) have no meaning for a dose and raise;
+  "ate", a callable or a DataFrame work.
 * ``method_params={"init_params": {...}, "fit_params": {...}}``: ``init_params`` go to
   :class:`~dowhy_cfr.CFR` / :class:`~dowhy_cfr.TARNet` (``verbose`` defaults to 0 here),
   ``fit_params`` to ``fit`` (only ``inference``). Other keys are DoWhy's estimator arguments
@@ -74,7 +82,7 @@ from dowhy.utils.api import parse_state
 
 from .debiased import AverageEffect
 from .estimator import CFR, TARNet
-from .inference import CFRAIPWInference
+from .inference import CFRAIPWInference, DoseInference
 
 __all__ = ["CFREstimator", "TARNetEstimator", "CFRCausalEstimate", "BARE_METHOD_NAMES",
            "normalize_method_name", "in_data_order"]
@@ -179,6 +187,21 @@ def _arm_pair(categories: list, treatment_value, control_value):
     if index(t1, "treatment_value") == index(t0, "control_value"):
         raise ValueError(f"treatment_value and control_value are the same level ({t1!r})")
     return t1, t0
+
+
+def _dose_pair(encoding, treatment_value, control_value):
+    """The two doses compared, checked: numbers within the fitted range, not equal."""
+    t1 = _single_value(treatment_value, "treatment_value")
+    t0 = _single_value(control_value, "control_value")
+    for value, what in ((t1, "treatment_value"), (t0, "control_value")):
+        try:
+            encoding.check_labels([value])
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{what}={value!r}: {exc}") from None
+    if float(t1) == float(t0):
+        raise ValueError(f"treatment_value and control_value are the same dose ({t1!r}); give "
+                         f"two doses to compare, e.g. the 25th and 75th percentiles")
+    return float(t1), float(t0)
 
 
 def _target_mask(data, target_units, treatment, t1, t0) -> np.ndarray:
@@ -481,8 +504,10 @@ num_quantiles_to_discretize_cont_cols
 
     # ------------------------------------------------------------------ target units
     def _arms(self, treatment_value, control_value):
-        return _arm_pair(self.estimator.fitted_.encoding.categories, treatment_value,
-                         control_value)
+        encoding = self.estimator.fitted_.encoding
+        if encoding.continuous:
+            return _dose_pair(encoding, treatment_value, control_value)
+        return _arm_pair(encoding.categories, treatment_value, control_value)
 
     def _target(self, data, target_units, t1, t0):
         """(covariates, row labels) of the target units."""
@@ -490,6 +515,11 @@ num_quantiles_to_discretize_cont_cols
             if len(target_units) == 0:
                 raise ValueError("the target_units DataFrame has no rows")
             return self._covariates(target_units), target_units.index
+        if (self.estimator.fitted_.continuous and isinstance(target_units, str)
+                and target_units.lower() in ("att", "atc")):
+            raise ValueError(f"target_units={target_units!r} selects the units at one treatment "
+                             f"level; a continuous treatment (a dose) has no such group: use "
+                             f"'ate', a callable or a DataFrame of units")
         mask = _target_mask(data, target_units, self._target_estimand.treatment_variable[0], t1, t0)
         return self._covariates(data.iloc[np.flatnonzero(mask)]), data.index[mask]
 
@@ -544,7 +574,7 @@ num_quantiles_to_discretize_cont_cols
     def _interval_inputs_of(self, average, X, t0, t1):
         """``(source, None)`` of the estimate's intervals, or ``(None, why there are none)``."""
         inference = self.estimator._inference
-        if isinstance(inference, CFRAIPWInference):
+        if isinstance(inference, (CFRAIPWInference, DoseInference)):
             if average is not None:
                 return average, None
             # other target units: the members' jackknife of the mean effect over them
@@ -558,9 +588,11 @@ num_quantiles_to_discretize_cont_cols
         """The doubly robust average (:meth:`CFR.average_effect`) for the target strings "ate",
         "att", "atc" when ``data`` holds the fitted units and the estimator debiases; else None
         (then ``estimate.value`` is the mean of the unit-level effects)."""
-        stage = self.estimator.fitted_.debiased
-        if (not isinstance(target_units, str) or stage is None or stage.e is None
-                or len(data) != len(stage.y)
+        fitted = self.estimator.fitted_
+        stage = fitted.dose if fitted.continuous else fitted.debiased
+        debiased = stage is not None and (stage.debiased if fitted.continuous
+                                          else stage.e is not None)
+        if (not isinstance(target_units, str) or not debiased or len(data) != len(stage.y)
                 or not stage.is_fitted_x(self._covariates(data).to_numpy(dtype=float))):
             return None
         return self.estimator.average_effect(target_units.lower(), T0=t0, T1=t1)

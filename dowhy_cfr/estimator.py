@@ -17,8 +17,10 @@ from sklearn.base import BaseEstimator, clone
 from . import _io, fitting
 from . import _validation as V
 from .core import CFRConfig
+from .dose_response import DoseResponseMixin
 from .fitted import EncodedX
-from .inference import AverageEffectsMixin, CFRAIPWInference, CFRBootstrapInference
+from .inference import (CONSTANT_DOSE_EFFECT, AverageEffectsMixin, CFRAIPWInference,
+                        CFRBootstrapInference, DoseInference)
 from .sensitivity import SensitivityMixin
 
 __all__ = ["CFR", "TARNet"]
@@ -86,7 +88,7 @@ class _FittedAttributes:
     config_ = _fitted("config", "config_ (the core configuration used)")
     alpha_ = _fitted("config.alpha", "alpha_ (the alpha used)")
     alpha_scores_ = _fitted("alpha_scores", "alpha_scores_ (the alpha candidates' scores)")
-    propensity_model_ = _fitted("debiased.propensity_model", "propensity_model_ (model used)")
+    propensity_model_ = _fitted("propensity_model", "propensity_model_ (model used)")
     clipped_share_ = _fitted("debiased.clipped_share", "clipped_share_ (clipped propensities)")
     loss_ = _fitted("preprocessing.loss", "loss_ (the loss used)")
     model_final_ = _fitted("final.models", "model_final_ (the final-stage models)")
@@ -96,8 +98,74 @@ class _FittedAttributes:
     n_features_in_ = _fitted("columns.n_features", "n_features_in_ (columns of X and W)")
 
 
-class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, _FittedAttributes,
-          TreatmentExpansionMixin, LinearCateEstimator, BaseEstimator):
+
+class _OtherFits:
+    """The other ways to fit (stacked datasets, chunks) and to keep a fit (save, load), mixed
+    into :class:`CFR`."""
+
+    def fit_stacked(self, Y, T, *, X, W=None, units=None, seeds=None):
+        """Fit one independent copy of this estimator per dataset, in one stacked pass.
+
+        For several datasets of equal size: ``Y[k]`` (and ``T[k]``, ``X[k]``, ``W[k]`` where
+        these are given per dataset) is dataset ``k``. The networks train together, and estimator
+        k is what ``clone(self).fit(Y[k], T[k], X=X[k], W=W[k])`` gives with the seed(s) of
+        dataset ``k`` (up to float rounding).
+
+        Parameters
+        ----------
+        Y : array_like, shape (K, n), or a list of K vectors of length n
+        T : array_like, shape (n,) shared by all datasets, or (K, n)
+        X, W : covariates shared by all datasets (as in :meth:`fit`), or K per-dataset blocks of
+            one shape, each standardised on its own (e.g. the data with an extra column).
+        units : array_like of int, shape (K, m), optional
+            Dataset k consists of the rows ``units[k]`` of shared ``X``/``W`` and of
+            ``Y[k]``/``T[k]`` (e.g. each realization's own training units). Default: all rows.
+        seeds : None, "fit" or array_like of int, optional
+            None: ``n_ensemble`` fresh seeds per dataset; ``"fit"``: the seeds :meth:`fit`
+            draws, for every dataset; or K (x ``n_ensemble``) seeds.
+
+        Returns
+        -------
+        list of K fitted estimators.
+        """
+        fits, (y0, t0, x0) = fitting.fit_stacked(self, Y, T, X, W, units, seeds)
+        return [clone(self)._set_fitted(f, y0, t0, x0) for f in fits]
+
+    def fit_chunks(self, chunks, *, validation):
+        """Fit on training data read chunk by chunk (data larger than memory); returns self.
+
+        ``chunks``: a re-iterable of ``(Y, T, X)`` -- a list, a torch ``DataLoader`` of tuples or
+        dicts, or a zero-argument function returning a fresh iterator -- one chunk in memory at a
+        time (:mod:`dowhy_cfr.streaming`). ``validation = (Y_val, T_val, X_val)``: held-out data
+        for early stopping; ``ate()`` without X averages over it. No ``W``, no ``inference``, and
+        the plug-in average (no debiasing).
+        """
+        from .streaming import fit_chunks
+
+        return self._set_fitted(fit_chunks(self, chunks, validation), *validation)
+
+    def save(self, path):
+        """Save the fitted estimator to one file: JSON configuration + numeric arrays, no pickle.
+
+        ``CFR.load(path)`` restores an estimator that predicts bit-identically (bootstrap
+        replicas are not saved; a warning says so). Format: :mod:`dowhy_cfr._io`. Returns the path.
+        """
+        fitted = _fitted_for_saving(self)
+        econml_state = {k: getattr(self, k) for k in _ECONML_STATE if hasattr(self, k)}
+        return _io.save(path, type(self).__name__, self.get_params(deep=False), fitted,
+                        econml_state)
+
+    @classmethod
+    def load(cls, path):
+        """Load an estimator written by :meth:`save` (CPU; move with ``device`` on refit)."""
+        name, params, fitted, econml_state = _io.load(path)
+        estimator = _saved_class(cls, name, path)(**params)
+        return estimator._set_fitted(fitted, econml_state=econml_state)
+
+
+class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredictions,
+          _FittedAttributes, _OtherFits, TreatmentExpansionMixin, LinearCateEstimator,
+          BaseEstimator):
     """Counterfactual Regression (Shalit, Johansson & Sontag, ICML 2017) as an EconML estimator.
 
     A shared representation ``Phi`` of the covariates feeds one outcome head per treatment arm
@@ -208,6 +276,12 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, _FittedAttrib
         folds, clipped below at ``min_propensity`` (default 0.05; cv 5).
     categories : "auto" or list, default "auto"
         Treatment categories; the first is the control arm.
+    treatment : {"auto", "categorical", "continuous"}, default "auto"
+        "auto": categorical up to 20 distinct values, continuous (a dose) above, if numeric.
+        A continuous T gets one head whose weights are splines of the dose (VCNet), the
+        interval IPM (ADMIT) and a doubly robust average curve (``dose_response``;
+        ``docs/dose.md``). ``spline_degree``, ``spline_knots``, ``dose_strata``: its spline and
+        the dose strata of the IPM (defaults: ``CFRConfig``).
     random_state : int, RandomState or None, default None
         Seed of the weights, the validation split and the mini-batch order.
     device : {"cpu", "cuda", "auto"}, default "cpu"
@@ -274,8 +348,9 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, _FittedAttrib
         wass_iterations=_D.wass_iterations, wass_backprop=_D.wass_backprop,
         scaling=_D.scaling, loss="auto", model_final=None, final_blend=True,
         n_ensemble=_D.n_ensemble, debias="aipw", cross_fit=_D.cross_fit,
-        model_propensity=None, min_propensity=0.05, cv=5, categories="auto", random_state=None,
-        device="cpu", verbose=1,
+        model_propensity=None, min_propensity=0.05, cv=5, categories="auto", treatment="auto",
+        spline_degree=_D.spline_degree, spline_knots=_D.spline_knots, dose_strata=_D.dose_strata,
+        random_state=None, device="cpu", verbose=1,
     ):
         params = locals()
         for name in list(inspect.signature(CFR.__init__).parameters)[1:]:  # all but self
@@ -292,11 +367,12 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, _FittedAttrib
             self._prefit(Y, T, X=X)
         self.fitted_ = fitted
         self.__dict__.update(econml_state or {})
-        self._d_t = (fitted.encoding.n_arms - 1,)
+        self._d_t = () if fitted.continuous else (fitted.encoding.n_arms - 1,)
         if Y is not None:
             self._postfit(Y, T)
         if Y is not None or econml_state is not None:  # fit_stacked, replicas, load
-            self._inference = CFRAIPWInference.default_for(self)
+            self._inference = (DoseInference if fitted.continuous
+                               else CFRAIPWInference).default_for(self)
         return self
 
     def _check_fitted(self):
@@ -357,6 +433,8 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, _FittedAttrib
         -------
         self
         """
+        if fitting.treatment_kind(self, T) == "continuous":
+            inference = _dose_inference(inference)
         if groups is None:
             return self._fit(Y, T, X=X, W=W, inference=inference)
         if isinstance(inference, BootstrapInference) or inference == "bootstrap":
@@ -367,47 +445,6 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, _FittedAttrib
     @BaseCateEstimator._wrap_fit
     def _fit(self, Y, T, *, X, W=None, groups=None):
         return self._set_fitted(fitting.fit(self, Y, T, X, W, groups))
-
-    def fit_stacked(self, Y, T, *, X, W=None, units=None, seeds=None):
-        """Fit one independent copy of this estimator per dataset, in one stacked pass.
-
-        For several datasets of equal size: ``Y[k]`` (and ``T[k]``, ``X[k]``, ``W[k]`` where
-        these are given per dataset) is dataset ``k``. The networks train together, and estimator
-        k is what ``clone(self).fit(Y[k], T[k], X=X[k], W=W[k])`` gives with the seed(s) of
-        dataset ``k`` (up to float rounding).
-
-        Parameters
-        ----------
-        Y : array_like, shape (K, n), or a list of K vectors of length n
-        T : array_like, shape (n,) shared by all datasets, or (K, n)
-        X, W : covariates shared by all datasets (as in :meth:`fit`), or K per-dataset blocks of
-            one shape, each standardised on its own (e.g. the data with an extra column).
-        units : array_like of int, shape (K, m), optional
-            Dataset k consists of the rows ``units[k]`` of shared ``X``/``W`` and of
-            ``Y[k]``/``T[k]`` (e.g. each realization's own training units). Default: all rows.
-        seeds : None, "fit" or array_like of int, optional
-            None: ``n_ensemble`` fresh seeds per dataset; ``"fit"``: the seeds :meth:`fit`
-            draws, for every dataset; or K (x ``n_ensemble``) seeds.
-
-        Returns
-        -------
-        list of K fitted estimators.
-        """
-        fits, (y0, t0, x0) = fitting.fit_stacked(self, Y, T, X, W, units, seeds)
-        return [clone(self)._set_fitted(f, y0, t0, x0) for f in fits]
-
-    def fit_chunks(self, chunks, *, validation):
-        """Fit on training data read chunk by chunk (data larger than memory); returns self.
-
-        ``chunks``: a re-iterable of ``(Y, T, X)`` -- a list, a torch ``DataLoader`` of tuples or
-        dicts, or a zero-argument function returning a fresh iterator -- one chunk in memory at a
-        time (:mod:`dowhy_cfr.streaming`). ``validation = (Y_val, T_val, X_val)``: held-out data
-        for early stopping; ``ate()`` without X averages over it. No ``W``, no ``inference``, and
-        the plug-in average (no debiasing).
-        """
-        from .streaming import fit_chunks
-
-        return self._set_fitted(fit_chunks(self, chunks, validation), *validation)
 
     # ------------------------------------------------------------------ public API
     def const_marginal_effect(self, X=None):
@@ -422,6 +459,8 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, _FittedAttrib
         the mean over the fitted units the AIPW ATE (``average_effect``).
         """
         fitted = self._check_fitted()
+        if fitted.continuous:
+            raise NotImplementedError(CONSTANT_DOSE_EFFECT)
         if fitted.columns.n_x == 0 or (X is None and fitted.debiased is None):
             if X is not None:
                 raise ValueError("the estimator was fitted with X=None; call with X=None")
@@ -430,22 +469,18 @@ class CFR(AverageEffectsMixin, SensitivityMixin, _UnitPredictions, _FittedAttrib
             tau = fitted.cate(X)
         return tau[:, None, :] if self._d_y else tau
 
-    def save(self, path):
-        """Save the fitted estimator to one file: JSON configuration + numeric arrays, no pickle.
-
-        ``CFR.load(path)`` restores an estimator that predicts bit-identically (bootstrap
-        replicas are not saved; a warning says so). Format: :mod:`dowhy_cfr._io`. Returns the path.
-        """
-        fitted = _fitted_for_saving(self)
-        econml_state = {k: getattr(self, k) for k in _ECONML_STATE if hasattr(self, k)}
-        return _io.save(path, type(self).__name__, self.get_params(deep=False), fitted,
-                        econml_state)
-
-    @classmethod
-    def load(cls, path):
-        """Load an estimator written by :meth:`save` (CPU; move with ``device`` on refit)."""
-        name, params, fitted, econml_state = _io.load(path)
-        return _saved_class(cls, name, path)(**params)._set_fitted(fitted, econml_state=econml_state)
+def _dose_inference(inference):
+    """The inference of a fit on a continuous treatment: its own (:class:`DoseInference`) for
+    "auto"/"aipw"; None stays None; a clear error for a bootstrap."""
+    if inference is None or isinstance(inference, DoseInference):
+        return inference
+    if isinstance(inference, str) and inference in ("auto", "aipw"):
+        return DoseInference()
+    raise NotImplementedError(
+        f"inference={inference!r} is not available for a continuous treatment: the default "
+        f"inference='auto' gives the doubly robust average curve's band (dose_response(), "
+        f"ate_interval) and the members' jackknife intervals of the units' curves "
+        f"(effect_interval)")
 
 
 def _fitted_for_saving(est):

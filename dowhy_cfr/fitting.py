@@ -14,10 +14,19 @@ Every fit reads as one pipeline, each stage entered once::
 * **choose**: ``alpha="auto"`` keeps the candidate with the best validation R-loss
   (:func:`select_alpha`), from the nuisance layer's nuisances.
 * **nuisances**: the cross-fitted propensity of the nuisance layer
-  (:func:`dowhy_cfr.nuisance.cross_fit_propensity`), once per dataset.
-* **average effects**: :func:`debiased_stage`, the AIPW stage over the fitted units.
+  (:func:`dowhy_cfr.nuisance.cross_fit_propensity`), once per dataset; for a continuous
+  treatment the generalised propensity score (:func:`dowhy_cfr.nuisance.cross_fit_gps`)
+  (:func:`nuisance_of` dispatches).
+* **average effects**: :func:`debiased_stage`, the AIPW stage over the fitted units; for a
+  continuous treatment :func:`dose_stage`, the doubly robust average dose-response.
 * **final stage**: :func:`final_stage`, ``model_final`` on X when W was given; without W,
   :func:`blend_stage`, the heads blended with a doubly robust regression on X.
+
+A continuous treatment (``treatment="continuous"``, or ``"auto"`` with more than 20 numeric
+values) takes the same path: :func:`prepare` encodes it as a :class:`~dowhy_cfr.fitted.
+DoseEncoding` with equal-count dose strata in place of arms (folds, splits and batches are
+stratified by them), :func:`train_members` trains dose networks (``train_cfr(..., dose=...)``),
+and :func:`assemble` builds the dose stage instead of the AIPW and final stages.
 
 The entry points :func:`fit`, :func:`fit_stacked` and :func:`bootstrap` (and
 :mod:`dowhy_cfr.streaming`, :mod:`dowhy_cfr.distributed`, :mod:`dowhy_cfr.selection`) only
@@ -42,19 +51,21 @@ from sklearn.utils import check_random_state
 from . import _validation as V
 from . import plans as P
 from .core import ALPHA_GRID, CFRConfig, TrainingDivergedError, train_cfr
-from .fitted import (BlendStage, Columns, DebiasedStage, FinalStage, FittedCFR, FittedMembers,
-                     Preprocessing, TreatmentEncoding, effects_of, encode_treatment,
-                     member_outputs, plain, regressions_at)
+from .adrf import UNDERSMOOTH
+from .fitted import (BlendStage, Columns, DebiasedStage, DoseStage, FinalStage, FittedCFR,
+                     FittedMembers, Preprocessing, TreatmentEncoding, effects_of,
+                     encode_treatment, member_dose_outputs, member_outputs, plain, regressions_at)
 from .metrics import SELECTION_CRITERIA, Nuisances, selection_scores
 from .nuisance import (Propensity, aipw_scores, blend_weights, clipped_warning,
-                       cross_fit_dr_learner, cross_fit_outcomes, cross_fit_propensity,
-                       held_out_mean, propensity_candidates, sklearn_seed)
+                       cross_fit_dr_learner, cross_fit_gps, cross_fit_outcomes,
+                       cross_fit_propensity, held_out_mean, propensity_candidates, sklearn_seed)
 
 __all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "FitSettings", "FitData", "Trained",
            "alpha_grid", "resolve_device", "show_progress", "resolve_loss", "prepare",
            "train_members", "propensity_of", "select_alpha", "debiased_stage", "final_stage",
            "blend_stage", "fit_blend", "BLEND_MODEL", "assemble", "fit", "fit_stacked", "bootstrap",
-           "out_of_fold", "StreamSource"]
+           "out_of_fold", "StreamSource", "nuisance_of", "gps_of", "dose_stage", "DOSE_GRID",
+           "treatment_kind"]
 
 #: The estimator parameters that are fields of the core's :class:`~dowhy_cfr.core.CFRConfig`
 #: (``loss`` is resolved from the data; ``max_eval_units`` keeps the core's default).
@@ -63,6 +74,11 @@ CONFIG_FIELDS = tuple(f for f in CFRConfig.__dataclass_fields__ if f not in ("lo
 #: The criterion ``alpha="auto"`` selects by (see ``docs/parameters.md``, "Choosing alpha
 #: without ground truth"): one of :data:`dowhy_cfr.metrics.SELECTION_CRITERIA`.
 ALPHA_CRITERION = "r_loss"
+#: Doses in the grid on which every fitted unit's outcome curve is evaluated for the doubly
+#: robust average dose-response (:mod:`dowhy_cfr.adrf`; linear interpolation between them).
+#: The curves are smooth in the dose (splines of degree 2 through ELU layers); the evaluations
+#: cost K * n * DOSE_GRID head passes (docs/parameters.md, item 17).
+DOSE_GRID = 32
 
 
 # ============================================================================== validate
@@ -149,6 +165,7 @@ class FitSettings:
     model_final: object
     final_blend: bool
     categories: object
+    treatment: str
     random_state: object
     device: torch.device
     verbose: int
@@ -170,7 +187,8 @@ class FitSettings:
                    _cross_fit(est.cross_fit, est.n_ensemble), est.debias, est.model_propensity,
                    float(est.min_propensity), int(est.cv), est.model_final,
                    bool(est.final_blend), est.categories,
-                   est.random_state, resolve_device(est.device), est.verbose)
+                   getattr(est, "treatment", "auto"), est.random_state,
+                   resolve_device(est.device), est.verbose)
 
     def config(self, loss: str, alpha: float | None = None) -> CFRConfig:
         """The core configuration for ``loss`` (and the member alpha ``alpha``)."""
@@ -220,11 +238,13 @@ class FitData:
     columns: Columns
     encoding: TreatmentEncoding
     groups: np.ndarray | None = None
+    dose: np.ndarray | None = None  # a continuous treatment's doses (``arms``: their strata)
 
     def subset(self, rows: np.ndarray) -> "FitData":
         """The rows ``rows`` (may repeat)."""
         return dataclasses.replace(self, xw=self.xw[rows], arms=self.arms[rows], y=self.y[rows],
-                                   groups=None if self.groups is None else self.groups[rows])
+                                   groups=None if self.groups is None else self.groups[rows],
+                                   dose=None if self.dose is None else self.dose[rows])
 
 
 def prepare(settings: FitSettings, Y, T, X, W=None, groups=None) -> FitData:
@@ -249,10 +269,29 @@ def prepare(settings: FitSettings, Y, T, X, W=None, groups=None) -> FitData:
     columns, x, w = Columns.fit(X, W)
     g = None if groups is None else V.as_1d("groups", groups)
     V.check_same_length(Y=y, T=t_raw, X=x, W=w, groups=g)
-    encoding, arms = encode_treatment(t_raw, settings.categories)
+    encoding, arms = encode_treatment(t_raw, settings.categories, settings.treatment,
+                                      settings.config_params.get("dose_strata",
+                                                                 CFRConfig().dose_strata))
     xw = np.hstack([a for a in (x, w) if a is not None])
     codes = None if g is None else pd.factorize(pd.Series(g, dtype=object))[0]
-    return FitData(xw, arms, y, columns, encoding, codes)
+    dose = t_raw.astype(float) if encoding.continuous else None
+    if dose is not None and w is not None:
+        raise ValueError("W is not supported with a continuous treatment: pass every covariate "
+                         "as X (the dose-response curves are functions of all of them)")
+    return FitData(xw, arms, y, columns, encoding, codes, dose)
+
+
+def treatment_kind(est, T) -> str:
+    """"continuous" or "categorical": what ``est.fit`` makes of the treatment ``T`` (the rule
+    of :func:`~dowhy_cfr.fitted.encode_treatment`; errors are left to the fit)."""
+    try:
+        t = V.as_1d("T", T)
+        encoding, _ = encode_treatment(t, getattr(est, "categories", "auto"),
+                                       getattr(est, "treatment", "auto"),
+                                       getattr(est, "dose_strata", CFRConfig().dose_strata))
+    except (TypeError, ValueError):
+        return "categorical"
+    return "continuous" if encoding.continuous else "categorical"
 
 
 # ============================================================================== train
@@ -320,6 +359,8 @@ def train_members(settings: FitSettings, plans: list, *, datasets: list | None =
     _clamp_batch_size(config, train_rows.shape[1])
     config = config.resolve(train_rows.shape[1])
     x = pre.x_tensor(xw)
+    dose = None if per[0].dose is None else torch.as_tensor(
+        np.stack([d.encoding.scale(d.dose) for d in per]), dtype=torch.float32)
     result = train_cfr(
         x if x.ndim == 3 else x.unsqueeze(0).expand(k, -1, -1),
         torch.as_tensor(arms, dtype=torch.long), torch.as_tensor(pre.y(y), dtype=torch.float32),
@@ -327,7 +368,7 @@ def train_members(settings: FitSettings, plans: list, *, datasets: list | None =
         seeds=[p.seed for p in plans], n_arms=encoding.n_arms, per_model_data=True,
         device=settings.device, progress=progress, count_shares=_data_shares(per, encoding),
         ensembles=[p.ensemble for p in plans],
-        stop_on_others=[p.stop_on_others for p in plans], **_per_member(plans, config))
+        stop_on_others=[p.stop_on_others for p in plans], dose=dose, **_per_member(plans, config))
     members = FittedMembers.from_result(result, [p.seed for p in plans], train_rows, val_rows,
                                         np.array([p.stop_on_others for p in plans]))
     return _survivors(Trained(members, pre, config, np.asarray(result.failed, dtype=bool)),
@@ -432,6 +473,22 @@ def propensity_of(settings: FitSettings, data: FitData, seed: int,
                                 data.arms, n_arms=data.encoding.n_arms, cv=settings.cv,
                                 random_state=seed, min_propensity=settings.min_propensity,
                                 groups=data.groups)
+
+
+def gps_of(settings: FitSettings, data: FitData, seed: int, model=None):
+    """The cross-fitted generalised propensity score of a continuous treatment's fitted units
+    (:func:`~dowhy_cfr.nuisance.cross_fit_gps`), seeded by the first member's seed."""
+    return cross_fit_gps(settings.model_propensity if model is None else model, data.xw,
+                         data.dose, cv=settings.cv, random_state=seed,
+                         min_propensity=settings.min_propensity, groups=data.groups)
+
+
+def nuisance_of(settings: FitSettings, data: FitData, seed: int, model=None):
+    """The fitted units' treatment nuisance: the propensity (categorical treatment) or the
+    generalised propensity score (continuous)."""
+    if data.dose is not None:
+        return gps_of(settings, data, seed, model)
+    return propensity_of(settings, data, seed, model)
 
 
 # ============================================================================== choose
@@ -567,12 +624,44 @@ def fit_blend(train: np.ndarray, model, seeds: list, stage: DebiasedStage) -> Bl
     return BlendStage(train, model, models, weights, shift, deleted, mix, mix_shift)
 
 
+def dose_stage(settings: FitSettings, data: FitData, trained: Trained, gps, *,
+               cross_fit: bool) -> DoseStage:
+    """The fitted units' dose-response stage: every unit's outcome curve on a grid of
+    :data:`DOSE_GRID` doses over the range and at its own dose (out of fold for cross-fitting
+    members), the ensemble's mean curve, and with ``gps`` (``debias="aipw"``) the doubly
+    robust pseudo-outcomes of Kennedy et al. (2017) and their bandwidth
+    (:meth:`~dowhy_cfr.fitted.DoseStage.of`)."""
+    members, pre, enc = trained.members, trained.preprocessing, data.encoding
+    grid = np.linspace(enc.t_min, enc.t_max, DOSE_GRID)
+    x_std = pre.x(data.xw)
+    own = member_dose_outputs(members.net, pre, x_std, enc.scale(data.dose))  # (K, n)
+    curves = member_dose_outputs(members.net, pre, x_std, enc.scale(grid)[None, :])  # (K, n, G)
+    mu, mu_curves = own.mean(0), curves.mean(0)
+    plugin_curve = mu_curves.mean(0)
+    if cross_fit and members.train_rows is not None:
+        mask = members.seen_mask(len(data.y))
+        oof = held_out_mean(np.concatenate([own[:, :, None], curves], 2), mask)
+        missing = np.isnan(oof[:, 0])
+        mu = np.where(missing, mu, oof[:, 0])
+        mu_curves = np.where(missing[:, None], mu_curves, oof[:, 1:])
+    folds = cross_fit and members.train_rows is not None and members.n_models >= 2
+    return DoseStage.of(data.xw[:, :data.columns.n_x], data.y, data.dose, grid, mu_curves, mu,
+                        plugin_curve, curves.mean(1) if folds else None, gps,
+                        max_weight=1.0 / settings.min_propensity, undersmooth=UNDERSMOOTH)
+
+
 def assemble(settings: FitSettings, trained: Trained, data: FitData,
              propensity: Propensity | None, *, cross_fit: bool | None = None,
              alpha_scores=None) -> FittedCFR:
     """The :class:`FittedCFR` of trained members on the fitted units ``data``: the average
-    effects and the final stage, computed once."""
+    effects and the final stage, computed once (a continuous treatment: the dose stage;
+    ``propensity`` is then its generalised propensity score)."""
     members, pre = trained.members, trained.preprocessing
+    if data.dose is not None:
+        cross_fit = settings.cross_fit if cross_fit is None else cross_fit
+        stage = dose_stage(settings, data, trained, propensity, cross_fit=cross_fit)
+        return FittedCFR(trained.config, data.encoding, data.columns, pre, members,
+                         np.zeros(0), None, None, settings.device, alpha_scores, None, stage)
     outputs = trained.outputs(data.xw)
     cross_fit = settings.cross_fit if cross_fit is None else cross_fit
     stage = debiased_stage(data, outputs, members, propensity, cross_fit=cross_fit,
@@ -629,12 +718,15 @@ def fit(est, Y, T, X, W=None, groups=None) -> FittedCFR:
     plans = P.ensemble(seeds, data.arms, cross_fit=settings.cross_fit, groups=data.groups)
     grid = settings.alpha_grid
     if grid is not None:
+        if data.dose is not None:
+            raise ValueError(f"alpha={est.alpha!r} (selection) is for a binary treatment; for a "
+                             f"continuous treatment give a number")
         if data.encoding.n_arms != 2:
             raise ValueError(f"alpha={est.alpha!r} (selection) needs a binary treatment; T has "
                              f"{data.encoding.n_arms} arms: give a number")
         plans = P.candidates(plans, "alpha", grid)
     need_propensity = settings.debias is not None or grid is not None
-    with _beside(propensity_of if need_propensity else None, settings, data, seeds[0],
+    with _beside(nuisance_of if need_propensity else None, settings, data, seeds[0],
                  device=settings.device) as future:
         trained = train_members(settings, plans, datasets=[data],
                                 on_failure="drop" if grid is None else "flag")
@@ -678,7 +770,11 @@ def fit_stacked(est, Y, T, X, W=None, units=None, seeds=None):
     k, e = len(ys), settings.n_ensemble
     member_seeds = _stacked_seeds(settings, seeds, k, e)
     data = [prepare(settings, *a) for a in zip(ys, ts, xs, ws)]
-    if any(list(d.encoding.categories) != list(data[0].encoding.categories) for d in data):
+    if len({d.encoding.continuous for d in data}) > 1:
+        raise ValueError("the datasets' treatments are of different kinds (categorical in some, "
+                         "continuous in others); pass treatment='continuous' or 'categorical'")
+    if not data[0].encoding.continuous and any(
+            list(d.encoding.categories) != list(data[0].encoding.categories) for d in data):
         raise ValueError("the datasets' treatments have different levels; fit_stacked needs the "
                          "same levels in every dataset (pass categories=[...] to the estimator)")
     data = _shared_covariates(data, xs, ws, units)
@@ -710,12 +806,13 @@ class _PropensityCache:
         self.settings, self.entries = settings, []
 
     def get(self, data: FitData, seed: int) -> Propensity:
-        for (xw, arms, s), prop in self.entries:
+        treatment = data.arms if data.dose is None else data.dose
+        for (xw, t, s), prop in self.entries:
             if s == seed and (xw is data.xw or np.array_equal(xw, data.xw)) \
-                    and np.array_equal(arms, data.arms):
+                    and np.array_equal(t, treatment):
                 return prop
-        prop = propensity_of(self.settings, data, seed)
-        self.entries.append(((data.xw, data.arms, seed), prop))
+        prop = nuisance_of(self.settings, data, seed)
+        self.entries.append(((data.xw, treatment, seed), prop))
         return prop
 
 

@@ -34,12 +34,12 @@ from sklearn.base import clone
 
 from . import _validation as V
 from . import fitting
-from .debiased import TARGETS, AverageEffect, aipw_terms, best_linear_projection
+from .debiased import TARGETS, AverageEffect, aipw_terms, best_linear_projection, jackknife_stderr
 from .fitted import effects_of, plain
 from .nuisance import CLIPPED_WARN_SHARE, Propensity
 
 __all__ = ["CFRBootstrapInference", "CFRAIPWInference", "AverageEffectsMixin", "AverageSummary",
-           "jackknife_stderr"]
+           "jackknife_stderr", "DoseInference", "CONSTANT_DOSE_EFFECT", "flat_doses"]
 
 _POINTWISE = ("{name} under inference='aipw' (the default) reads the spread of the K-fold bagged "
               "ensemble members (a delete-a-group jackknife, docs/inference.md); {why}. Refit with "
@@ -128,7 +128,7 @@ class _JackknifeSummary(AverageSummary):
 
     def __init__(self, *args, df: int, **kwargs):
         super().__init__(*args, **kwargs)
-        self.df = int(df)
+        self.df = float(df)
 
     def conf_int_mean(self, *, alpha=None):
         alpha = self.alpha if alpha is None else alpha
@@ -209,7 +209,7 @@ class _JackknifeResults(_RowNormalResults):
 
     def __init__(self, *args, df: int, **kwargs):
         super().__init__(*args, **kwargs)
-        self.df = int(df)
+        self.df = float(df)
 
     def conf_int(self, alpha=0.05):
         return _t_bounds(self.point_estimate, self.stderr, alpha, self.df)
@@ -252,14 +252,6 @@ class _ChoiceResults(_JackknifeResults):
         self.mix_pred = self.mix_pred * factor
         self.mix_stderr, self.const_stderr = (v * np.abs(factor) for v in
                                               (self.mix_stderr, self.const_stderr))
-
-
-def jackknife_stderr(values: np.ndarray) -> np.ndarray:
-    """The delete-a-group jackknife standard error of the mean of ``values`` (K, ...), the
-    statistic of each of K estimates that each left out one of K groups:
-    ``sqrt((K - 1) / K * sum_j (v_j - mean)^2)`` (Efron & Stein 1981; Kott 2001)."""
-    k = values.shape[0]
-    return np.sqrt((k - 1) / k * ((values - values.mean(0)) ** 2).sum(0))
 
 
 def _portable(res):
@@ -909,3 +901,147 @@ class CFRBootstrapInference(BootstrapInference):
 
     def marginal_effect_inference(self, *args, **kwargs):
         return _portable(self._est.marginal_effect_inference(*args, **kwargs))
+
+
+class DoseInference(Inference):
+    r"""Intervals of a CFR/TARNet fitted on a continuous treatment (the default inference of
+    such a fit).
+
+    * ``ate_interval(X=None, T0=t0, T1=t1)`` / ``ate_inference``: the doubly robust contrast of
+      the average dose-response over the fitted units, :math:`\hat\theta(t_1) -
+      \hat\theta(t_0)` (Kennedy et al. 2017, :mod:`dowhy_cfr.adrf`), with the standard error of
+      the difference of the two local linear estimates and of the members' average curves;
+      Student's t intervals with Satterthwaite's degrees of freedom
+      (:meth:`dowhy_cfr.fitted.DoseStage.contrast`). For other units X:
+      the mean of ``effect(X, T0, T1)`` with the members' jackknife standard error of that mean.
+    * ``effect_interval`` / ``effect_inference`` (:math:`\mu(x, t_1) - \mu(x, t_0)`) and
+      ``marginal_effect_interval`` / ``_inference`` (:math:`\partial_t \mu(x, t)`): the members'
+      delete-a-group jackknife, as for a binary treatment (:class:`CFRAIPWInference`): the
+      members are the K-fold bagged networks, the interval is Student's t with K - 1 degrees
+      of freedom. It covers the variance of the heads' curves, not their bias, and not the
+      variance of the doubly robust shift of the average curve added to every unit's curve.
+    * ``const_marginal_*``: a dose's effect is not constant in the dose; a clear error names
+      ``effect``, ``marginal_effect`` and ``dose_response``.
+    """
+
+    @classmethod
+    def default_for(cls, estimator):
+        return cls().fit(estimator)
+
+    @property
+    def pointwise(self) -> bool:
+        """Whether ``effect_interval`` works: K-fold bagged members (K >= 2)."""
+        return self._est.fitted_.folds_as_members
+
+    def fit(self, estimator, *args, **kwargs):
+        if not getattr(getattr(estimator, "fitted_", None), "continuous", False):
+            raise ValueError("DoseInference is the inference of a continuous treatment; this "
+                             "estimator was fitted on a categorical one")
+        self._est = estimator
+        self.d_y = estimator._d_y[0] if estimator._d_y else 1
+        return self
+
+    def _members(self, name: str):
+        fitted = self._est.fitted_
+        if not fitted.folds_as_members:
+            why = (f"this fit has {fitted.members.n_models} member(s)" +
+                   ("" if fitted.members.n_models < 2 else " trained with cross_fit=False"))
+            raise NotImplementedError(_POINTWISE.format(name=name, why=why)
+                                      .replace(", or with inference='bootstrap'", ""))
+        return fitted
+
+    def _results(self, pred, stderr):
+        est = self._est
+        return _JackknifeResults(None, self.d_y, pred, np.reshape(stderr, np.shape(pred)), None,
+                                 "effect", None, df=est.fitted_.members.n_models - 1,
+                                 feature_names=est.cate_feature_names(),
+                                 output_names=est.cate_output_names())
+
+    def _member_effects(self, X, T0, T1, name):
+        """``effect(X, T0, T1)`` (m,) and each member's (K, m), X as the estimator encodes it."""
+        fitted = self._members(name)
+        pred = np.asarray(self._est.effect(X, T0=T0, T1=T1), dtype=float)
+        X, T0, T1 = flat_doses(*self._est._expand_treatments(X, T0, T1))
+        if X is None:
+            raise ValueError(f"{name} needs the units' X (pass X=...)")
+        members = fitted.dose_curves(X, T1, members=True) - fitted.dose_curves(X, T0, members=True)
+        return pred, members
+
+    def effect_inference(self, X=None, *, T0=0, T1=1):
+        pred, members = self._member_effects(X, T0, T1, "effect_inference")
+        return self._results(pred, jackknife_stderr(members))
+
+    def effect_interval(self, X=None, *, T0=0, T1=1, alpha=0.05):
+        return self.effect_inference(X, T0=T0, T1=T1).conf_int(alpha=alpha)
+
+    def marginal_effect_inference(self, T, X=None):
+        fitted = self._members("marginal_effect_inference")
+        pred = np.asarray(self._est.marginal_effect(T, X), dtype=float)
+        X, T = flat_doses(*self._est._expand_treatments(X, T))
+        if X is None:
+            raise ValueError("marginal_effect_inference needs the units' X (pass X=...)")
+        lo, hi = fitted.encoding.difference_points(T)
+        members = (fitted.dose_curves(X, hi, members=True)
+                   - fitted.dose_curves(X, lo, members=True)) / (hi - lo)
+        return self._results(pred, jackknife_stderr(members))
+
+    def marginal_effect_interval(self, T, X=None, *, alpha=0.05):
+        return self.marginal_effect_inference(T, X).conf_int(alpha=alpha)
+
+    def ate_inference(self, X=None, *, T0=0, T1=1):
+        """The doubly robust contrast of the average curve over the fitted units (X None or
+        theirs); over other units the mean effect with the members' jackknife (t quantiles)."""
+        fitted = self._est.fitted_
+        stage = fitted.dose
+        if X is None or stage.is_fitted_x(fitted.columns.block("X", X)):
+            t1, t0 = _dose_pair(fitted, T0, T1)
+            res = stage.contrast(t1, t0)
+            pred = np.array([res.estimate]) if X is None else np.asarray(
+                self._est.effect(X, T0=T0, T1=T1), dtype=float)
+            args = dict(pred=pred, pred_stderr=np.zeros_like(pred), mean_pred_stderr=res.stderr,
+                        d_t=1, d_y=self.d_y)
+            if np.isinf(res.df):
+                return PopulationSummaryResults(**args)
+            return _JackknifeSummary(**args, df=res.df)  # Student's t, Satterthwaite's df
+        pred, members = self._member_effects(X, T0, T1, "ate_inference")
+        return _JackknifeSummary(pred=pred, pred_stderr=jackknife_stderr(members),
+                                 mean_pred_stderr=float(jackknife_stderr(members.mean(1))),
+                                 d_t=1, d_y=self.d_y, df=len(members) - 1)
+
+    def ate_interval(self, X=None, *, T0=0, T1=1, alpha=0.05):
+        return self.ate_inference(X, T0=T0, T1=T1).conf_int_mean(alpha=alpha)
+
+    def ate_std(self, X=None, *, T0=0, T1=1):
+        return self.ate_inference(X, T0=T0, T1=T1).stderr_mean
+
+    def _constant(self, *args, **kwargs):
+        raise NotImplementedError(CONSTANT_DOSE_EFFECT)
+
+    const_marginal_effect_inference = const_marginal_effect_interval = _constant
+    const_marginal_ate_inference = const_marginal_ate_interval = _constant
+
+    def marginal_ate_inference(self, T, X=None):
+        return self.marginal_effect_inference(T, X).population_summary()
+
+    def marginal_ate_interval(self, T, X=None, *, alpha=0.05):
+        return self.marginal_ate_inference(T, X).conf_int_mean(alpha=alpha)
+
+
+#: The message of the constant-marginal-effect methods on a continuous treatment.
+CONSTANT_DOSE_EFFECT = (
+    "a continuous treatment's effect is not constant in the dose, so const_marginal_effect (and "
+    "its intervals and averages) has no value here: use effect(X, T0=t0, T1=t1) for the change "
+    "from dose t0 to t1, marginal_effect(T, X) for the slope of each unit's curve at dose T, or "
+    "dose_response(X, t_grid=...) for the curves")
+
+
+def flat_doses(X, *Ts):
+    """EconML's expanded ``(X, *Ts)`` with each dose array one-dimensional (a one-column T at
+    fit makes EconML expand scalar doses to (m, 1))."""
+    return (X, *(np.asarray(T, dtype=float).reshape(-1) for T in Ts))
+
+
+def _dose_pair(fitted, T0, T1) -> tuple[float, float]:
+    """The single doses ``T1``, ``T0`` of an average contrast, checked against the range."""
+    fitted.encoding.check_labels([T0], [T1])
+    return float(_one_label(T1, "T1")), float(_one_label(T0, "T0"))

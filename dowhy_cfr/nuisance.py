@@ -16,6 +16,12 @@ robust stage are estimated out of fold:
 * :func:`cross_fit_dr_learner` -- regressions of the doubly robust pseudo-outcomes on X, one on
   each ensemble member's training units (Kennedy's DR-learner), and :func:`blend_weights`, the
   R-loss choice between the heads' effects, those regressions and a constant effect;
+* :func:`cross_fit_gps` -- for a continuous treatment, the generalised propensity score
+  (Hirano & Imbens 2004): the conditional density :math:`\hat\pi(t \mid x_i)` of the dose,
+  binned: the cross-fitted propensities of equal-count dose intervals (:class:`GPS`);
+* :func:`cross_fit_dose_outcomes` -- out-of-fold outcome regressions :math:`\hat\mu(x_i, t)`
+  on covariates and dose (gradient boosting), the outcome nuisance of the benchmarks' GPS-DR
+  average curve;
 * :func:`aipw_scores` -- the AIPW (doubly robust) score of each unit and arm,
 
 .. math::
@@ -35,6 +41,10 @@ References
   parameters." The Econometrics Journal 21(1), 2018.
 * [2] E. H. Kennedy. "Towards optimal doubly robust estimation of heterogeneous causal
   effects." Electronic Journal of Statistics 17(2), 2023.
+* [3] K. Hirano, G. W. Imbens. "The propensity score with continuous treatments." In Applied
+  Bayesian Modeling and Causal Inference from Incomplete-Data Perspectives, Wiley, 2004.
+* [4] E. H. Kennedy, Z. Ma, M. D. McHugh, D. S. Small. "Non-parametric methods for doubly
+  robust estimation of continuous treatment effects." JRSS-B 79(4), 2017.
 """
 
 from __future__ import annotations
@@ -64,7 +74,7 @@ __all__ = ["ONE_THREAD_UNITS", "Propensity", "sklearn_seed", "seeded", "folds",
            "cross_fit_outcomes", "aipw_scores", "arm_log_loss", "clip_propensity",
            "clipped_units", "clipped_warning", "CLIPPED_WARN_SHARE",
            "BLEND_THREADS_CELLS", "fit_per_arm", "held_out_mean", "cross_fit_dr_learner",
-           "blend_weights", "r_loss"]
+           "blend_weights", "r_loss", "GPS", "GPS_BINS", "cross_fit_gps", "cross_fit_dose_outcomes"]
 
 #: Up to this many units the nuisance models are cross-fitted with one BLAS/OpenMP thread: on
 #: 2 cores the default propensity cross-fit took 0.24 s on one thread against 0.46 s on two at
@@ -512,3 +522,119 @@ def r_loss(residual: np.ndarray, u: np.ndarray) -> float:
     """``min_c sum_i (residual_i - u_i . c)^2``: the R-loss left after the best constant."""
     coef = np.linalg.lstsq(u, residual, rcond=None)[0]
     return float(np.sum((residual - u @ coef) ** 2))
+
+
+# ----------------------------------------------------------------------------- continuous T
+#: The dose intervals of the generalised propensity score (:func:`cross_fit_gps`): equal-count
+#: bins of the training doses, whose propensities are cross-fitted as those of a multi-arm
+#: treatment. On the VCNet design (60 data sets, n = 500) the doubly robust average curve's
+#: mean squared error was 0.0060 with 3 bins, 0.0052 with 5 and 0.0044 with 8 (the plug-in's
+#: 0.0044); a normal GPS with a boosted mean gave 5 times the plug-in's error on one data set
+#: (docs/parameters.md, item 17).
+GPS_BINS = 8
+
+
+class GPS(NamedTuple):
+    r"""A cross-fitted generalised propensity score (Hirano & Imbens 2004) of a continuous
+    treatment, binned: the dose range is cut into ``len(widths)`` intervals of equal counts at
+    the doses ``edges`` (inner boundaries, (B - 1,)), and the conditional density of the dose is
+    taken as constant within an interval,
+
+    .. math:: \hat\pi(t \mid x_i) = \hat P(b(t) \mid x_i) / |\Delta_{b(t)}|,
+
+    with :math:`\hat P(b \mid x_i)` (``proba``, (n, B)) the out-of-fold, clipped propensity of
+    interval b from :func:`cross_fit_propensity` (the intervals as arms), and
+    :math:`|\Delta_b|` (``widths``) the intervals' widths. The marginal density is
+    :math:`\hat\varpi(t) = \frac1n \sum_j \hat\pi(t \mid x_j)`, so the stabilised weight
+    :math:`\hat\varpi(t_i) / \hat\pi(t_i \mid x_i) = \bar P(b_i) / \hat P(b_i \mid x_i)` does not
+    depend on the widths. ``model`` names the classifier kept."""
+
+    edges: np.ndarray
+    widths: np.ndarray
+    proba: np.ndarray
+    model: str
+
+    def bins(self, dose) -> np.ndarray:
+        """The interval index of each dose."""
+        return np.searchsorted(self.edges, np.asarray(dose, dtype=float), side="right")
+
+    def density(self, dose, rows=None) -> np.ndarray:
+        r""":math:`\hat\pi(t_j \mid x_j)` of one dose per unit ``rows`` (default: all)."""
+        b = self.bins(dose)
+        proba = self.proba if rows is None else self.proba[rows]
+        return proba[np.arange(len(b)), b] / self.widths[b]
+
+    def marginal(self, dose) -> np.ndarray:
+        r"""The marginal density :math:`\hat\varpi(t)` at each dose."""
+        b = self.bins(dose)
+        return self.proba.mean(0)[b] / self.widths[b]
+
+    def weights(self, dose, max_weight: float = np.inf) -> np.ndarray:
+        r"""The stabilised weights :math:`\hat\varpi(t_i) / \hat\pi(t_i \mid x_i)` of the
+        units' own doses, capped at ``max_weight``."""
+        b = self.bins(dose)
+        return np.minimum(self.proba.mean(0)[b] / self.proba[np.arange(len(b)), b], max_weight)
+
+
+def cross_fit_gps(model, x: np.ndarray, dose: np.ndarray, *, n_bins: int = GPS_BINS,
+                  cv: int = 5, random_state: int = 0, min_propensity: float = 0.05,
+                  groups: np.ndarray | None = None) -> GPS:
+    r"""The cross-fitted, binned generalised propensity score of a continuous treatment
+    (:class:`GPS`).
+
+    The doses are cut into ``n_bins`` equal-count intervals (by rank, ties by position; the
+    boundaries halfway between neighbouring intervals), and the intervals' propensities are
+    cross-fitted exactly as a multi-arm treatment's (:func:`cross_fit_propensity`: the same
+    candidates -- by default a logistic regression and depth-3 boosting, the one with the lower
+    out-of-fold log-loss kept --, folds stratified by interval, probabilities clipped below at
+    ``min_propensity``). A density with interval-wise steps is all the doubly robust average
+    curve needs from the GPS (its weights enter a kernel smoother), and a classifier's
+    probabilities are bounded where a location-scale density's ratios are not: on a data set
+    of the VCNet design (n = 500) the average curve's error with a normal GPS of boosted mean
+    was five times the plug-in's, with this one about equal (docs/parameters.md, item 17).
+
+    Parameters
+    ----------
+    model : None, a name, a classifier or a list (:func:`propensity_candidates`)
+    x : array (n, d); dose : array (n,)
+    n_bins, cv, random_state, min_propensity, groups : as above and in
+        :func:`cross_fit_propensity`
+
+    Returns
+    -------
+    GPS
+    """
+    dose = np.asarray(dose, dtype=float)
+    order = np.argsort(dose, kind="stable")
+    bins = np.empty(len(dose), dtype=np.int64)
+    bins[order] = np.arange(len(dose)) * n_bins // len(dose)
+    lows = np.array([dose[bins == b].min() for b in range(n_bins)])
+    highs = np.array([dose[bins == b].max() for b in range(n_bins)])
+    edges = (highs[:-1] + lows[1:]) / 2
+    bounds = np.concatenate([[dose.min()], edges, [dose.max()]])
+    widths = np.maximum(np.diff(bounds), 1e-12 * max(np.ptp(dose), 1.0))
+    arms = np.searchsorted(edges, dose, side="right")  # ties at a boundary: one interval
+    prop = cross_fit_propensity(model, x, arms, n_arms=n_bins, cv=cv, random_state=random_state,
+                                min_propensity=min_propensity, groups=groups)
+    return GPS(edges, widths, prop.e, prop.model)
+
+
+def cross_fit_dose_outcomes(x: np.ndarray, y: np.ndarray, dose: np.ndarray, strata: np.ndarray,
+                            grid: np.ndarray, *, cv: int = 5, random_state: int = 0,
+                            model=None) -> tuple[np.ndarray, np.ndarray]:
+    r"""Out-of-fold regressions of the outcome on covariates and dose, :math:`\hat\mu(x, t)`
+    (default gradient boosting, :func:`outcome_model`), folds stratified by the dose
+    ``strata``: each unit's prediction at its own dose (n,) and its curve at every dose of
+    ``grid`` (n, G), both from the fold's model that did not see it."""
+    seed = sklearn_seed(random_state)
+    model = seeded(outcome_model(None) if model is None else model, seed)
+    own, curves = np.zeros(len(y)), np.zeros((len(y), len(grid)))
+    xt = np.column_stack([x, dose])
+    with nuisance_threads(len(y)):
+        for fit_rows, pred_rows in folds(strata, _n_folds(strata, cv), seed):
+            fitted = clone(model).fit(xt[fit_rows], y[fit_rows])
+            own[pred_rows] = fitted.predict(xt[pred_rows])
+            xp = np.repeat(x[pred_rows], len(grid), axis=0)
+            tp = np.tile(grid, len(pred_rows))
+            curves[pred_rows] = fitted.predict(np.column_stack([xp, tp])).reshape(-1, len(grid))
+    return own, curves

@@ -12,7 +12,9 @@ here is called, so ``import dowhy_cfr.plotting`` works without it.
 * :func:`plot_policy_curve` -- policy risk against the share of units treated (Figure 3 of
   the paper, Jobs);
 * :func:`plot_cate` -- distribution of the estimated effects and the sorted effects with
-  intervals (when the estimator was fitted with inference).
+  intervals (when the estimator was fitted with inference);
+* :func:`plot_dose_response` -- a continuous treatment's average (or individual) dose-response
+  curve with its pointwise band, and the observed doses.
 
 Every function returns the :class:`matplotlib.figure.Figure` and draws into the given ``ax`` /
 ``axes`` when passed (otherwise a new figure is created with :func:`matplotlib.pyplot.subplots`;
@@ -32,6 +34,7 @@ __all__ = [
     "plot_representation",
     "plot_policy_curve",
     "plot_cate",
+    "plot_dose_response",
 ]
 
 _INSTALL_HINT = 'pip install "dowhy-cfr[plots]"'
@@ -624,4 +627,61 @@ def plot_cate(est, X, *, alpha: float = 0.05, sort: bool = True, true_effect=Non
     ax_unit.legend()
     if axes is None:
         fig.tight_layout()
+    return fig
+
+
+def plot_dose_response(curves, *, doses=None, truth=None, ax=None, label: str | None = None,
+                       color: str = "tab:blue", max_curves: int = 20):
+    """A dose-response result (:meth:`dowhy_cfr.CFR.dose_response`) as curves with their bands.
+
+    The average curve (``X=None``) is drawn with its pointwise ``1 - alpha`` band; individual
+    curves (rows of X) as thin lines with light bands (at most ``max_curves`` of them).
+    ``doses`` (the observed doses) adds a rug along the bottom and ``truth`` (a known curve on
+    the same doses, simulations) a dashed line.
+
+    Parameters
+    ----------
+    curves : dowhy_cfr.dose_response.DoseResponse
+    doses : array_like, optional
+    truth : array_like, shape (P,) or (m, P), optional
+    ax : matplotlib Axes, optional
+    label : str, optional
+        Legend label of the curve (default: the result's kind and method).
+    color : str
+    max_curves : int, default 20
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    _pyplot()
+    if not all(hasattr(curves, a) for a in ("t", "estimate", "lower", "upper", "kind")):
+        raise TypeError(f"curves must be the result of CFR.dose_response(...); got "
+                        f"{type(curves).__name__}")
+    fig, (ax,) = _axes(None if ax is None else [ax], 1, figsize=(6.5, 4.2), name="ax")
+    t = np.asarray(curves.t, dtype=float)
+    level = f"{1 - curves.alpha:.0%}"
+    if curves.kind == "average":
+        ax.fill_between(t, curves.lower, curves.upper, color=color, alpha=0.25,
+                        label=f"{level} pointwise band")
+        ax.plot(t, curves.estimate, color=color, lw=2,
+                label=label or "average dose-response (doubly robust)")
+        if truth is not None:
+            ax.plot(t, np.asarray(truth, dtype=float), "k--", lw=1.5, label="true curve")
+    else:
+        est = np.asarray(curves.estimate)[:max_curves]
+        for i, row in enumerate(est):
+            ax.fill_between(t, curves.lower[i], curves.upper[i], color=color, alpha=0.06)
+            ax.plot(t, row, color=color, lw=1, alpha=0.8,
+                    label=(label or "individual curves") if i == 0 else None)
+        if truth is not None:
+            for i, row in enumerate(np.atleast_2d(np.asarray(truth, dtype=float))[:max_curves]):
+                ax.plot(t, row, "k--", lw=0.8, label="true curves" if i == 0 else None)
+    if doses is not None:
+        d = np.asarray(doses, dtype=float).ravel()
+        ax.plot(d, np.full(len(d), 0.02), "|", color="0.4", alpha=0.4, ms=8,
+                transform=ax.get_xaxis_transform(), label="observed doses")
+    ax.set_xlabel("dose")
+    ax.set_ylabel("outcome")
+    ax.legend(fontsize=8)
     return fig

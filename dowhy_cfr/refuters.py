@@ -106,6 +106,7 @@ from dowhy.causal_estimators.econml import Econml
 from dowhy.causal_refuter import CausalRefutation, CausalRefuter
 
 from . import _validation as V
+from .core.dose import interval_imbalance
 from .core.ipm import IPM_NAMES, imbalance, pairwise_sq_dists
 from .core.training import arm_imbalance
 from .dowhy_adapter import CFREstimator
@@ -118,6 +119,10 @@ __all__ = [
     "RepresentationBalanceResult",
     "refute_representation_balance",
     "representation_balance",
+    "DoseBalanceResult",
+    "dose_balance",
+    "distance_correlation",
+    "DOSE_MIN_REDUCTION",
 ]
 
 DEFAULT_IPMS = ("mmd2_lin", "mmd2_rbf", "wass")
@@ -166,10 +171,13 @@ class RepresentationBalanceResult(CausalRefutation):
         ``passed``.
     """
 
+    #: The row of the table the pass/fail rule reads, and the refutation's title.
+    rule_metric = _RULE_IPM
+    title = "Refute: Representation balance (IPM, treated vs control)"
+
     def __init__(self, estimated_effect, table: pd.DataFrame, *, passed: bool, rule: str,
                  rbf_sigma: dict, null_distribution: dict, info: dict):
-        super().__init__(estimated_effect, estimated_effect,
-                         refutation_type="Refute: Representation balance (IPM, treated vs control)")
+        super().__init__(estimated_effect, estimated_effect, refutation_type=self.title)
         self._table = table
         for col in _COLUMNS:
             setattr(self, col, {ipm: float(table.loc[ipm, col]) for ipm in table.index})
@@ -183,7 +191,7 @@ class RepresentationBalanceResult(CausalRefutation):
                     "random_state", "estimator_name", "training_ipm", "alpha", "subsampled",
                     "units", "training_units"):
             setattr(self, key, info[key])
-        p = self.p_value.get(_RULE_IPM, float("nan"))
+        p = self.p_value.get(self.rule_metric, float("nan"))
         self.add_significance_test_results({
             "p_value": p,
             "is_statistically_significant": bool(p < self.significance_level),
@@ -327,7 +335,7 @@ def representation_balance(
     member: int = 0,
     rbf_sigma="median",
     significance_level: float = 0.05,
-    min_reduction: float = 0.8,
+    min_reduction: float | None = None,
     max_units: int = 2000,
     units: str = "validation",
 ) -> RepresentationBalanceResult:
@@ -351,8 +359,10 @@ def representation_balance(
     rbf_sigma : "median" or float, default "median"
         Bandwidth of ``mmd2_rbf``: the median heuristic per space, or one value for all spaces.
     significance_level : float, default 0.05
-    min_reduction : float, default 0.8
-        See the pass/fail rule in the module docstring.
+    min_reduction : float, optional
+        See the pass/fail rule in the module docstring; default 0.8 (for a continuous
+        treatment :data:`DOSE_MIN_REDUCTION`, the reduction of the distance correlation:
+        :func:`dose_balance`).
     max_units : int, default 2000
         Analyse a stratified random subsample of this size when there are more units.
     units : {"validation", "training", "all"}, default "validation"
@@ -377,6 +387,8 @@ def representation_balance(
         raise ValueError(f"ipms must include {_RULE_IPM!r}: the pass/fail rule uses it")
     if not 0 < significance_level < 1:
         raise ValueError(f"significance_level={significance_level!r} must be in (0, 1)")
+    min_reduction_default = min_reduction is None
+    min_reduction = 0.8 if min_reduction is None else min_reduction
     if not 0 <= min_reduction <= 1:
         raise ValueError(f"min_reduction={min_reduction!r} must be in [0, 1]")
     n_permutations = V.check_int("n_permutations", n_permutations, 0)
@@ -393,6 +405,13 @@ def representation_balance(
         raise ValueError(f"rbf_sigma={rbf_sigma!r} is invalid: 'median' or a positive number")
 
     cfr, X, W, tname = _fitted_inputs(estimate, data)
+    if cfr.fitted_.continuous:
+        return dose_balance(estimate, data, n_permutations=n_permutations,
+                            random_state=random_state, member=member,
+                            significance_level=significance_level,
+                            min_reduction=(DOSE_MIN_REDUCTION if min_reduction_default
+                                           else min_reduction),
+                            max_units=max_units, units=units)
     fitted = cfr.fitted_
     n_models = fitted.members.n_models
     if member >= n_models:
@@ -579,6 +598,157 @@ def _permuted(z: torch.Tensor, perms: np.ndarray, ipm: str, sigma: float, cfg) -
         out.append(imbalance(zs, tb, ipm=ipm, rbf_sigma=sigma, wass_lambda=cfg.wass_lambda,
                              wass_iterations=cfg.wass_iterations).numpy())
     return np.concatenate(out)
+
+
+# ----------------------------------------------------------------------------- continuous T
+#: The dose balance refuter's pass threshold on the reduction of the distance correlation
+#: between the representation and the dose (docs/balance.md, "Continuous treatments").
+DOSE_MIN_REDUCTION = 0.5
+
+
+class DoseBalanceResult(RepresentationBalanceResult):
+    """The representation-balance refuter's result for a continuous treatment: the dependence
+    between the representation and the dose (:func:`dose_balance`). Rows: ``dcor`` (distance
+    correlation, the rule's metric) and ``interval_wass`` (the training's interval IPM between
+    dose strata, :func:`dowhy_cfr.core.dose.interval_imbalance`); ``n_treated``/``n_control``
+    hold the units and 0, ``arm_sizes`` the dose strata's sizes."""
+
+    rule_metric = "dcor"
+    title = "Refute: Representation balance (dependence between the representation and the dose)"
+
+    def summary(self) -> str:
+        p, red = self.p_value["dcor"], self.reduction["dcor"]
+        verdict = "PASSED" if self.passed else "FAILED"
+        return (f"{verdict}: distance correlation between the representation and the dose after "
+                f"training {self.after_training['dcor']:.4g} (before training "
+                f"{self.before_training['dcor']:.4g}, reduction {_fmt_pct(red)}, permutation "
+                f"p = {_fmt_p(p)})")
+
+    def __str__(self) -> str:
+        table = self._table.copy()
+        shown = pd.DataFrame(index=table.index)
+        for col in _SPACES:
+            shown[col] = table[col].map(lambda v: f"{v:.4g}")
+        shown["reduction"] = table["reduction"].map(_fmt_pct)
+        shown["p_value"] = table["p_value"].map(_fmt_p)
+        sub = f" (random subsample of {self.n_units})" if self.subsampled else ""
+        return "\n".join([
+            self.title,
+            f"Estimator: {self.estimator_name} (training ipm={self.training_ipm!r} between dose "
+            f"strata, alpha={self.alpha:g}); ensemble member {self.member}",
+            f"Estimated effect: {self.estimated_effect}  (not re-estimated by this check)",
+            f"Units: {self.n_units}{sub} ({_UNITS_LABEL[self.units]}); "
+            f"{self.n_permutations} permutations of the dose (random_state={self.random_state})",
+            "", shown.to_string(), "",
+            "dcor: distance correlation (0 = independent); interval_wass: the training's "
+            "Wasserstein IPM between each dose stratum and the others. Compare after_training "
+            "with before_training (same network), as 'reduction' does.",
+            f"Rule: {self.rule}", f"Result: {self.summary()}"]) + "\n"
+
+    __repr__ = __str__
+
+
+def _centred_distances(z: np.ndarray) -> np.ndarray:
+    """The double-centred Euclidean distance matrix of the rows of ``z`` (n, d) (Szekely et al.
+    2007): ``a_ij - a_i. - a_.j + a_..``."""
+    zt = torch.as_tensor(z, dtype=torch.float64).reshape(len(z), -1).unsqueeze(0)
+    d = torch.sqrt(pairwise_sq_dists(zt, zt)[0]).numpy()
+    return d - d.mean(0, keepdims=True) - d.mean(1, keepdims=True) + d.mean()
+
+
+def distance_correlation(a: np.ndarray, b: np.ndarray) -> float:
+    r"""The (V-statistic) distance correlation of Szekely, Rizzo & Bakirov (2007) between the
+    rows of ``a`` (n, p) and of ``b`` (n, q): :math:`\mathrm{dCov}^2(a, b) /
+    \sqrt{\mathrm{dVar}^2(a)\, \mathrm{dVar}^2(b)}` under a square root, in [0, 1], 0 exactly
+    when the two are independent (in the population)."""
+    A, B = _centred_distances(a), _centred_distances(b)
+    denom = np.sqrt((A * A).mean() * (B * B).mean())
+    return float(np.sqrt(max((A * B).mean(), 0.0) / denom)) if denom > 0 else 0.0
+
+
+def _permuted_dcor(z: np.ndarray, dose: np.ndarray, perms: np.ndarray) -> np.ndarray:
+    """Distance correlations of ``z`` with each permutation (rows of ``perms``) of ``dose``:
+    one centred matrix of each, the dose's permuted."""
+    A, B = _centred_distances(z), _centred_distances(dose)
+    scale = np.sqrt((A * A).mean() * (B * B).mean())
+    out = np.array([(A * B[np.ix_(p, p)]).mean() for p in perms])
+    return np.sqrt(np.maximum(out, 0.0) / scale) if scale > 0 else np.zeros(len(perms))
+
+
+def dose_balance(estimate, data: pd.DataFrame, *, n_permutations: int = 100,
+                 random_state: int | None = 0, member: int = 0,
+                 significance_level: float = 0.05, min_reduction: float = DOSE_MIN_REDUCTION,
+                 max_units: int = 2000, units: str = "validation") -> DoseBalanceResult:
+    r"""The representation-balance check for a CFR/TARNet estimate of a continuous treatment
+    (:func:`representation_balance` calls it for such estimates).
+
+    A balanced representation is one whose distribution does not depend on the dose: the
+    interval IPM of the training objective (:mod:`dowhy_cfr.core.dose`) is small for every
+    partition of the dose range when :math:`\Phi(X)` is independent of :math:`T`. The check
+    measures that dependence on the units the analysed member did not train on (by default)
+    with the distance correlation :math:`\mathrm{dCor}(\Phi, T)` (Szekely, Rizzo & Bakirov
+    2007; 0 for independence, any dependence shows, no bandwidth to choose), in the covariates
+    (standardised), the same network's representation at initialisation and after training,
+    and with a permutation p-value of the trained one (the doses permuted
+    ``n_permutations`` times: ``p = (1 + #{permuted >= observed}) / (1 + n_permutations)``).
+    The interval IPM itself (Wasserstein, the units' dose strata) is reported beside it.
+
+    The rule (as for a binary treatment): **passes** if the trained representation's
+    dependence on the dose is not significant (p > ``significance_level``) or is at least
+    ``min_reduction`` below the initial one (default :data:`DOSE_MIN_REDUCTION`, measured in
+    ``docs/balance.md``). Other arguments as :func:`representation_balance`.
+    """
+    cfr, X, W, tname = _fitted_inputs(estimate, data)
+    fitted = cfr.fitted_
+    if member >= fitted.members.n_models:
+        raise ValueError(f"member={member} but the estimator has {fitted.members.n_models} "
+                         f"ensemble member(s)")
+    dose_all = np.asarray(data[tname], dtype=float)
+    strata_all = fitted.encoding.arms(dose_all)
+    n_strata = fitted.encoding.n_strata
+    rng = np.random.default_rng(random_state)
+    unit_rows, units = _unit_rows(fitted.members, units, member, len(dose_all))
+    rows = _subsample(unit_rows, strata_all, n_strata, max_units, rng)
+    dose = dose_all[rows]
+    strata = fitted.encoding.arms(dose)
+    X = None if X is None else X.iloc[rows]
+    W = None if W is None else W.iloc[rows]
+    blocks = [np.asarray(b, dtype=float) for b in (X, W) if b is not None]
+    spaces = {"input_space": standardize(np.hstack(blocks)),
+              "before_training": cfr.representation_at_init(X, W, member=member),
+              "after_training": cfr.transform(X, W, member=member)}
+    cfg = fitted.config
+    kw = dict(cfg.ipm_kwargs(), ipm="wass")
+    table = pd.DataFrame(index=pd.Index(["dcor", "interval_wass"], name="metric"),
+                         columns=list(_COLUMNS), dtype=float)
+    with torch.no_grad():
+        for space, z in spaces.items():
+            table.loc["dcor", space] = distance_correlation(z, dose)
+            zt = torch.as_tensor(np.asarray(z, dtype=np.float64)).unsqueeze(0)
+            table.loc["interval_wass", space] = float(interval_imbalance(
+                zt, torch.as_tensor(strata).unsqueeze(0), n_strata, kw)[0])
+    perms = np.stack([rng.permutation(len(dose)) for _ in range(n_permutations)]) \
+        if n_permutations else np.zeros((0, len(dose)), dtype=np.int64)
+    null = _permuted_dcor(spaces["after_training"], dose, perms)
+    for metric in table.index:
+        before, after = table.loc[metric, "before_training"], table.loc[metric, "after_training"]
+        table.loc[metric, "reduction"] = 1.0 - after / before if before > 0 else float("nan")
+    table.loc["dcor", "p_value"] = ((1.0 + np.sum(null >= table.loc["dcor", "after_training"]))
+                                    / (1.0 + n_permutations) if n_permutations else float("nan"))
+    passed = _verdict(table.loc["dcor", "p_value"], table.loc["dcor", "reduction"],
+                      significance_level, min_reduction)
+    rule = (f"pass if the trained representation's distance correlation with the dose is not "
+            f"significant against permuted doses (permutation p > {significance_level:g}) or is "
+            f"at least {100 * min_reduction:g}% below the same network's at initialisation")
+    info = dict(n_units=int(len(dose)), n_treated=int(len(dose)), n_control=0,
+                arm_sizes={f"stratum {j + 1}": int(c)
+                           for j, c in enumerate(np.bincount(strata, minlength=n_strata))},
+                n_permutations=n_permutations, member=member, random_state=random_state,
+                estimator_name=type(cfr).__name__, training_ipm=cfg.ipm, alpha=float(cfg.alpha),
+                subsampled=bool(len(unit_rows) > max_units), significance_level=significance_level,
+                min_reduction=min_reduction, units=units, training_units=None)
+    return DoseBalanceResult(getattr(estimate, "value", None), table, passed=passed, rule=rule,
+                             rbf_sigma={}, null_distribution={"dcor": null}, info=info)
 
 
 # ----------------------------------------------------------------------------- DoWhy refuters

@@ -205,6 +205,10 @@ def random_search(
 
     V.check_int("n_candidates", n_candidates, 1)
     V.check_int("per_architecture", per_architecture, 1)
+    if fitting.treatment_kind(CFR(**dict(fixed or {})), T) == "continuous":
+        raise NotImplementedError("random_search scores binary treatments (policy risk, "
+                                  "nearest-neighbour PEHE); T is continuous (a dose): compare "
+                                  "fits on held-out data with dose_response instead")
     x, y, t, train, val, e_val = _search_data(Y, T, X, train, val, e)
     binary = bool(np.isin(y, (0.0, 1.0)).all()) and np.unique(y).size == 2
     if metric == "auto":

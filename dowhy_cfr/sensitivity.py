@@ -589,6 +589,10 @@ class SensitivityMixin:
         """The fitted doubly robust stage and the arm index of ``T`` (ValueError naming the fix
         where there is none, or ``T`` is not a treated level)."""
         fitted = self._check_fitted()
+        if fitted.continuous:
+            raise NotImplementedError("the sensitivity bounds (Chernozhukov et al. 2022) are "
+                                      "implemented for categorical treatments; this estimator "
+                                      "was fitted on a continuous one (a dose)")
         stage = fitted.debiased
         if stage is None:
             raise ValueError(_NO_STAGE)

@@ -441,9 +441,11 @@ def check_placebo_treatment(data: pd.DataFrame, target_estimand, placebo_type) -
         if pd.api.types.is_float_dtype(col) and not permute:
             raise ValueError(
                 f"placebo_treatment_refuter: DoWhy draws the random placebo of the float "
-                f"treatment column {name!r} from a normal distribution, which is no treatment "
-                f"CFR can fit; store {name!r} as int or bool (e.g. "
-                f"df[{name!r}] = df[{name!r}].astype(int)) or pass placebo_type='permute'")
+                f"treatment column {name!r} from a normal distribution with standard deviation "
+                f"0 (every unit gets 0), which is no treatment CFR can fit; pass "
+                f"placebo_type='permute' (a permuted treatment: for a dose, the same doses "
+                f"shuffled), or for a 0/1 treatment store {name!r} as int or bool (e.g. "
+                f"df[{name!r}] = df[{name!r}].astype(int))")
         if not (pd.api.types.is_bool_dtype(col) or pd.api.types.is_numeric_dtype(col)):
             raise ValueError(
                 f"placebo_treatment_refuter: DoWhy cannot draw a placebo for the "

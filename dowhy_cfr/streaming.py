@@ -23,7 +23,7 @@ import torch
 from . import _validation as V
 from . import fitting
 from . import plans as P
-from .fitted import Columns, FittedCFR, Preprocessing, TreatmentEncoding, effects_of
+from .fitted import MAX_ARMS, Columns, FittedCFR, Preprocessing, TreatmentEncoding, effects_of
 
 
 __all__ = ["fit_chunks", "parquet_chunks"]
@@ -191,7 +191,15 @@ def fit_chunks(est, chunks, validation, *, on_chunk: Callable | None = None):
 
 
 def encoding_of_labels(est, labels) -> TreatmentEncoding:
-    """The treatment encoding of the labels seen in the data, under ``est.categories``."""
+    """The treatment encoding of the labels seen in the data, under ``est.categories``; a
+    continuous treatment (``treatment="continuous"``, or more than ``MAX_ARMS`` labels) is a
+    NotImplementedError: a dose trains in memory."""
+    kind = getattr(est, "treatment", "auto")
+    if kind == "continuous" or (kind == "auto" and len(labels) > MAX_ARMS):
+        raise NotImplementedError(
+            f"chunked and distributed fits take a categorical treatment; T has {len(labels)} "
+            f"distinct values (a continuous treatment, a dose): fit it in memory with "
+            f"fit(Y, T, X=...), or pass treatment='categorical' for up to {MAX_ARMS} levels")
     auto = isinstance(est.categories, str) and est.categories == "auto"
     return TreatmentEncoding.of_categories(sorted(labels) if auto else list(est.categories))
 

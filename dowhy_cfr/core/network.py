@@ -36,15 +36,16 @@ from torch.nn import functional as F
 
 from .config import HEAD_FORMS, NORMALIZATIONS, CFRConfig
 
-__all__ = ["CFRNet", "NORMALIZATIONS", "predict"]
+__all__ = ["CFRNet", "NORMALIZATIONS", "predict", "stacked_matmul"]
 
 _DEFAULT = CFRConfig()
 
 
-def _stacked_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+def stacked_matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """``x @ weight + bias`` over arbitrary leading (model, arm) axes.
 
-    x: (*lead, B, i), weight: (*lead, i, o), bias: (*lead, 1, o) -> (*lead, B, o).
+    ``x``: ``(*lead, B, i)``, ``weight``: ``(*lead, i, o)``, ``bias``: ``(*lead, 1, o)`` ->
+    ``(*lead, B, o)``.
     """
     if weight.dim() == 3:  # one leading (model) axis: no reshapes, which autograd would record
         return torch.baddbmm(bias, x, weight)
@@ -63,7 +64,7 @@ def _run_heads(hs: list, params: list) -> list:
     ELU between layers, a linear output."""
     last = len(params) - 1
     for i, (w, b) in enumerate(params):
-        hs = [_stacked_matmul(h, wa, ba) for h, wa, ba in zip(hs, w, b)]
+        hs = [stacked_matmul(h, wa, ba) for h, wa, ba in zip(hs, w, b)]
         if i < last:
             hs = [F.elu(h) for h in hs]
     return hs
@@ -150,10 +151,7 @@ class CFRNet(nn.Module):
                     * (weight_init / math.sqrt(fan_in))
                 )
             for layer, (fan_in, fan_out) in enumerate(zip(head_sizes[:-1], head_sizes[1:])):
-                head_w[layer].append(
-                    torch.randn(self.n_arms, fan_in, fan_out, generator=gen, dtype=torch.float64)
-                    * (weight_init / math.sqrt(fan_in))
-                )
+                head_w[layer].append(self._draw_head(gen, fan_in, fan_out, weight_init))
         kw = dict(dtype=dtype, device=device)
         self.rep_weights = nn.ParameterList(
             [nn.Parameter(torch.stack(ws).to(**kw)) for ws in rep_w]
@@ -165,11 +163,19 @@ class CFRNet(nn.Module):
             [nn.Parameter(torch.stack(ws).to(**kw)) for ws in head_w]
         )
         self.head_biases = nn.ParameterList(
-            [
-                nn.Parameter(torch.zeros(self.n_models, self.n_arms, 1, o, **kw))
-                for o in head_sizes[1:]
-            ]
+            [nn.Parameter(self._head_bias(o, **kw)) for o in head_sizes[1:]]
         )
+
+    def _draw_head(self, gen: torch.Generator, fan_in: int, fan_out: int,
+                   weight_init: float) -> torch.Tensor:
+        """One model's weights of a head layer, all arms: (n_arms, fan_in, fan_out), drawn from
+        the model's generator (subclasses shape their heads here)."""
+        return (torch.randn(self.n_arms, fan_in, fan_out, generator=gen, dtype=torch.float64)
+                * (weight_init / math.sqrt(fan_in)))
+
+    def _head_bias(self, fan_out: int, **kw) -> torch.Tensor:
+        """The stack's initial biases of a head layer: zeros (K, n_arms, 1, fan_out)."""
+        return torch.zeros(self.n_models, self.n_arms, 1, fan_out, **kw)
 
     @classmethod
     def from_config(cls, config: CFRConfig, d_in: int, seeds: Sequence[int], *, n_arms: int = 2,
@@ -183,7 +189,7 @@ class CFRNet(nn.Module):
         """Phi(x): (K, B, d_in) -> (K, B, rep_dim)."""
         h = x
         for w, b in zip(self.rep_weights, self.rep_biases):
-            h = F.elu(_stacked_matmul(h, w, b))
+            h = F.elu(stacked_matmul(h, w, b))
         if self.normalization == "divide":
             # project onto the unit sphere; the floor keeps the gradient finite at h = 0
             h = h * torch.rsqrt(h.pow(2).sum(-1, keepdim=True).clamp_min(1e-10))
@@ -194,7 +200,7 @@ class CFRNet(nn.Module):
         h = phi.unsqueeze(1).expand(-1, self.n_arms, -1, -1)
         last = len(self.head_weights) - 1
         for i, (w, b) in enumerate(zip(self.head_weights, self.head_biases)):
-            h = _stacked_matmul(h, w, b)
+            h = stacked_matmul(h, w, b)
             if i < last:
                 h = F.elu(h)
         return self._outcomes(h.squeeze(-1))

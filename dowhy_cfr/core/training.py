@@ -26,6 +26,7 @@ import torch
 
 from .batches import InMemoryBatches, StreamBatches, arm_counts
 from .config import LOSSES, CFRConfig
+from .dose import DoseNet, bspline_basis, interval_imbalance, interval_imbalance_blocks
 from .groups import arm_count_groups
 from .network import CFRNet, predict
 from .objective import (Eq3Terms, arm_imbalance, arm_imbalance_blocks, eq3, factual,
@@ -37,6 +38,8 @@ __all__ = [
     "LOSSES",
     "TrainResult",
     "TrainingDivergedError",
+    "DoseRun",
+    "StackedRun",
     "algorithm1",
     "available_cores",
     "arm_imbalance",
@@ -101,7 +104,7 @@ def algorithm1(run: "StackedRun", config: CFRConfig) -> int:
     step = 0
     for step in range(1, config.n_iter + 1):
         x, t, y = run.batches.next()  # a mini-batch with every arm present
-        phi, pred = run.forward(x, t)  # Phi(x_i) and the factual output h_{t_i}(Phi(x_i))
+        phi, pred = run.forward(x, t, y)  # Phi(x_i) and the factual output h_{t_i}(Phi(x_i))
         terms = run.batch_eq3(phi, pred, t, y)  # Eq. 3: weighted factual loss, IPM, (L2)
         run.optimizer.zero_grad(set_to_none=True)
         terms.objective.sum().backward()  # each model's gradient of its own Eq. 3 ...
@@ -124,7 +127,8 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
               device: torch.device | str = "cpu", count_shares: np.ndarray | None = None,
               ensembles: Sequence[int] | None = None,
               stop_on_others: Sequence[bool] | None = None,
-              progress: bool | Callable | None = False) -> TrainResult:
+              progress: bool | Callable | None = False,
+              dose: torch.Tensor | None = None) -> TrainResult:
     """Train ``K = len(seeds)`` CFR networks in one stacked pass.
 
     Parameters
@@ -168,6 +172,12 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
         *other* members of their ensemble, never by their own (K-fold bagged members, whose own
         validation units are the fold they predict out of fold; :class:`.stopping.Checkpoints`).
         None: every model by its own.
+    dose : tensor (n,) or (K, n), optional
+        A continuous treatment: each unit's dose scaled to [0, 1]. The models are then
+        :class:`~.dose.DoseNet` models (one head whose weights vary with the dose) trained by
+        :class:`DoseRun`; ``t`` holds the units' dose strata (:func:`.dose.dose_strata`), which
+        take the place of arms in the stratified batches and the validation checks, and the
+        imbalance term is the interval IPM (:func:`.dose.interval_imbalance`). In memory only.
 
     A model whose objective becomes non-finite stops, keeps its best checkpoint and is reported
     in ``diverged`` (``failed`` if it had none yet); the other models train on as if it had never
@@ -175,6 +185,14 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
     ``TrainingDivergedError`` raised.
     """
     config = config.validate().resolve(None if train_idx is None else train_idx.shape[-1])
+    run_class = StackedRun
+    if dose is not None:
+        if batch_source is not None:
+            raise ValueError("a continuous treatment (dose) trains in memory only, not on a stream")
+        basis = bspline_basis(dose.to(y.dtype).expand_as(y), config.spline_degree,
+                              config.spline_knots)
+        y = torch.cat([y.unsqueeze(-1), basis], -1)  # per unit: outcome, the dose's basis
+        run_class = DoseRun
     order = None
     if batch_source is None and len(seeds) > 1:  # equal arm counts next to each other
         _check_rows(train_idx, len(seeds), "train_idx")
@@ -185,7 +203,7 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
         (x, t, y, train_idx, val_idx, seeds, alpha, weight_decay, count_shares, ensembles,
          stop_on_others) = _reordered(order, per_model_data, x, t, y, train_idx, val_idx, seeds,
                                       alpha, weight_decay, count_shares, ensembles, stop_on_others)
-    run = StackedRun(x, t, y, train_idx=train_idx, val_idx=val_idx, config=config, seeds=seeds,
+    run = run_class(x, t, y, train_idx=train_idx, val_idx=val_idx, config=config, seeds=seeds,
                      n_arms=n_arms, batch_source=batch_source, arm_shares=arm_shares,
                      model_wrapper=model_wrapper, gather_ipm=gather_ipm, alpha=alpha,
                      weight_decay=weight_decay, per_model_data=per_model_data, device=device,
@@ -241,6 +259,8 @@ class StackedRun:
     position j; models leave the stack (:meth:`compact`) when they stop or diverge. ``config``
     has its "auto"s resolved (:meth:`CFRConfig.resolve`, as :func:`train_cfr` does)."""
 
+    network_class = CFRNet  # the stacked networks trained (:class:`DoseRun`: DoseNet)
+
     def __init__(self, x, t, y, *, train_idx, val_idx, config, seeds, n_arms, batch_source,
                  arm_shares, model_wrapper, gather_ipm, alpha, weight_decay, per_model_data,
                  device, model_ids=None, count_shares=None, ensembles=None,
@@ -274,8 +294,8 @@ class StackedRun:
         if not config.reweight_sample:
             self.shares = torch.full_like(self.shares, 1.0 / n_arms)  # all weights 1
         init_seeds, batch_seeds = derive_seeds(seeds)
-        self.net = CFRNet.from_config(config, x.shape[-1], init_seeds, n_arms=n_arms,
-                                      dtype=x.dtype, device=device)
+        self.net = self.network_class.from_config(config, x.shape[-1], init_seeds,
+                                                  n_arms=n_arms, dtype=x.dtype, device=device)
         if model_wrapper is not None and k != 1:
             raise ValueError("model_wrapper (distributed training) needs a single model (K=1)")
         self.net_forward = self.net if model_wrapper is None else model_wrapper(self.net)
@@ -329,7 +349,7 @@ class StackedRun:
         counts = self.batches.counts
         self.groups = None if counts is None else arm_count_groups(counts, self.alpha.device)
 
-    def forward(self, x: torch.Tensor, t: torch.Tensor):
+    def forward(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor | None = None):
         """Phi(x_i) (K, B, r) and the factual outputs h_{t_i}(Phi(x_i)) (K, B). On arm-blocked
         batches each head runs on its own arm's rows only (half the head arithmetic of running
         every head on every row); on a stream every head runs and the factual one is kept."""
@@ -386,14 +406,19 @@ class StackedRun:
         for start in range(0, n_val, _EVAL_CHUNK):
             idx = self.val_idx[:, start : start + _EVAL_CHUNK]
             t_c = self.take(self.t, idx)
-            phi_c, out_c = net(self.take(self.x, idx))
-            loss_sum = loss_sum + weighted_loss_sum(out_c, t_c, self.take(self.y, idx),
-                                                    self.shares, self.config.loss)
+            phi_c, loss_c = self._validation_chunk(net, idx, t_c)
+            loss_sum = loss_sum + loss_c
             if start < self.n_ipm_val:  # the IPM on a prefix that holds every arm
                 phis.append(phi_c[:, : self.n_ipm_val - start])
         imb = self.validation_imbalance(torch.cat(phis, 1))
         return eq3(loss_sum / n_val, imb, net.weight_penalty(self.config.rep_weight_decay),
                    self.alpha, self.wd)
+
+    def _validation_chunk(self, net: CFRNet, idx: torch.Tensor, t_c: torch.Tensor):
+        """Phi of the validation rows ``idx`` and their weighted factual loss summed per model."""
+        phi_c, out_c = net(self.take(self.x, idx))
+        return phi_c, weighted_loss_sum(out_c, t_c, self.take(self.y, idx), self.shares,
+                                        self.config.loss)
 
     def _block_imbalance(self, blocks, _group) -> torch.Tensor:
         return arm_imbalance_blocks(blocks, self.ipm_kw)
@@ -522,6 +547,44 @@ class StackedRun:
                            best_val_objective=self.checkpoints.objective.copy(),
                            n_steps=n_steps, stopped=self.stopped.copy(),
                            diverged=self.diverged.copy(), failed=failed)
+
+
+class DoseRun(StackedRun):
+    r"""A stacked fit of :class:`~.dose.DoseNet` models on a continuous treatment (``train_cfr(...,
+    dose=...)``): Algorithm 1 with the dose in place of the arm.
+
+    ``t`` holds each unit's dose stratum (:func:`~.dose.dose_strata`): the stratified batches
+    hold a fixed number of units of each stratum, stratum by stratum, and the sample weights of
+    Algorithm 1 are those of the strata (about 1: equal-count strata). ``y`` holds each unit's
+    outcome and the spline basis of its scaled dose, (n, 1 + n_basis): the basis is computed
+    once, not at every step. The objective is Eq. 3 with the factual loss of
+    :math:`h(\Phi(x_i), s_i)` and the interval IPM of ADMIT in place of the arms' IPM
+    (:func:`~.dose.interval_imbalance_blocks` on a batch's stratum blocks,
+    :func:`~.dose.interval_imbalance` on the validation units)."""
+
+    network_class = DoseNet
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor | None = None):
+        """Phi(x_i) (K, B, r) and the outputs h(Phi(x_i), s_i) (K, B) at each unit's dose."""
+        phi = self.net.representation(x)
+        return phi, self.net.basis_heads(phi, y[..., 1:])
+
+    def batch_eq3(self, phi, pred, t, y) -> Eq3Terms:
+        return super().batch_eq3(phi, pred, t, y[..., 0])
+
+    def _validation_chunk(self, net: DoseNet, idx: torch.Tensor, t_c: torch.Tensor):
+        pairs = self.take(self.y, idx)
+        phi_c = net.representation(self.take(self.x, idx))
+        out_c = net.basis_heads(phi_c, pairs[..., 1:])
+        loss = factual_loss(out_c, pairs[..., 0], self.config.loss)
+        return phi_c, (sample_weights(t_c, self.shares) * loss).sum(1)
+
+    def _block_imbalance(self, blocks, _group) -> torch.Tensor:
+        return interval_imbalance_blocks(blocks, self.ipm_kw)
+
+    def validation_imbalance(self, phi: torch.Tensor) -> torch.Tensor:
+        """The interval IPM of each model's validation units (the first ``n_ipm_val``)."""
+        return interval_imbalance(phi, self.val_ipm_arms, self.n_arms, self.ipm_kw)
 
 
 def stack_order(t: torch.Tensor, train_idx: torch.Tensor, batch_size: int, n_arms: int,
