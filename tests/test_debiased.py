@@ -312,7 +312,7 @@ def test_cross_fit_members_never_see_the_fold_they_predict_for():
     hist = est.history_
     val = hist.pivot_table(index="step", columns="member", values="val_objective")
     for j in range(3):
-        others = val.drop(columns=j).loc[val.index > 0].mean(1)
+        others = val.drop(columns=j).loc[val.index > 0].mean(axis=1)
         assert est.best_iteration_[j] == others.idxmin()
     assert est.ate() == pytest.approx(np.mean(est.effect(X)), rel=1e-8)
     with pytest.raises(ValueError, match="n_ensemble"):

@@ -1,12 +1,9 @@
 r"""Continuous-treatment (dose) benchmark designs with known dose-response curves.
 
 Two designs of the VCNet paper (Nie, Ye, Liu & Nicolae, ICLR 2021, Sec. 5.1), used again by
-ADMIT (Wang et al., NeurIPS 2022). Both are **reconstructed from memory of the paper** (no
-access to it or its code here): the structure -- a dose confounded through a sigmoid of a
-nonlinear function of the covariates, an outcome that mixes a strongly nonlinear function of
-the dose with covariate effects -- and the constants below are as remembered, and may differ
-from the published ones in details. The true curves are computed from the functions here, so
-every method is scored against the same truth.
+ADMIT (Wang et al., NeurIPS 2022), as the authors' published code generates them
+(lushleaf/varying-coefficient-net-with-functional-tr: ``data/simu1.py`` and
+``ihdp_generate_data.py``, read, not copied; the constants below were checked against it):
 
 ``vcnet``
     :math:`x \sim U[0, 1]^6`; :math:`\tilde t = \frac{10 \sin(\max(x_1, x_2, x_3)) +
@@ -17,16 +14,19 @@ every method is scored against the same truth.
     true average curve is the mean of :math:`\mu(x, t)` over 100,000 draws of :math:`x`.
 ``ihdp``
     the 747 units' 25 IHDP covariates (EconML's copy, :mod:`dowhy_cfr.datasets.ihdp`), each
-    scaled to [0, 1]; with :math:`\bar x_{S_1}` the mean of columns 7-15 (binary) and
-    :math:`\bar x_{S_2}` of columns 16-25, centred at their means :math:`c_1, c_2` over the
-    units: :math:`\tilde t = \frac{2 x_1}{1 + x_2} + \frac{2 \max(x_3, x_5, x_6)}{0.2 +
-    \min(x_3, x_5, x_6)} + 2 \tanh(5(\bar x_{S_2} - c_2)) - 4 + N(0, 0.5^2)`,
-    :math:`t = 1 / (1 + e^{-\tilde t})`; :math:`y = \frac{\sin(3\pi t)}{1.2 - t}\big(\tanh(5
-    (\bar x_{S_1} - c_1)) + \frac{e^{0.2(x_1 - x_6)}}{0.5 + 5 \min(x_2, x_3, x_5)}\big) +
-    N(0, 0.5^2)`. A random 67 % of the units train, the rest test (the paper's split); the
-    true average curve is the mean of :math:`\mu(x_i, t)` over all 747 units.
+    scaled as the authors' code does, :math:`(x - \min x) / \max x`; with :math:`\bar x_{S_1}`
+    the mean of the ten columns 4 and 7-15 (0-based 3, 6-14), :math:`\bar x_{S_2}` of columns
+    16-25, and :math:`c` the mean of :math:`\bar x_{S_1}` over the units (the code centres both
+    groups at it): :math:`\tilde t = \frac{x_1}{1 + x_2} + \frac{\max(x_3, x_5, x_6)}{0.2 +
+    \min(x_3, x_5, x_6)} + \tanh(5(\bar x_{S_2} - c)) - 2 + N(0, 0.5^2)`, :math:`t = 1 / (1 +
+    e^{-2 \tilde t})`; :math:`y = \frac{\sin(3\pi t)}{1.2 - t}\big(1.5 \tanh(5(\bar x_{S_1} -
+    c)) + \frac{0.5\, e^{0.2(x_1 - x_6)}}{0.1 + \min(x_2, x_3, x_5)}\big) + N(0, 0.5^2)` (the
+    code's active setting). 471 units train, the other 276 test (the paper's split, at
+    random); the true average curve is the mean of :math:`\mu(x_i, t)` over all 747 units.
 
-The scoring grid is the doses between the 5th and the 95th percentile of the design's dose
+The papers score the average curve on the test units' own doses, with the truth averaged over
+the test units (the authors' ``utils/eval.py``); here on a fixed grid,
+the doses between the 5th and the 95th percentile of the design's dose
 distribution (the papers integrate over the whole range; the tails, with few units, are where
 every method extrapolates, and the estimators here refuse doses beyond the training range).
 """
@@ -46,6 +46,11 @@ __all__ = ["DOSE_DESIGNS", "DoseData", "simulate_dose", "dose_outcome", "dose_lo
 DOSE_DESIGNS = ("vcnet", "ihdp")
 _GRID_POINTS = 33
 _NOISE = 0.5
+#: The sd of the dose logit's noise, on the scale of :func:`dose_logit` (IHDP's code adds
+#: N(0, 0.5^2) before doubling the logit).
+_DOSE_NOISE = {"vcnet": 0.5, "ihdp": 1.0}
+_S1 = [3, *range(6, 15)]
+_IHDP_TRAIN = 471
 
 
 @dataclass(frozen=True)
@@ -80,11 +85,11 @@ def dose_logit(design: str, x: np.ndarray) -> np.ndarray:
         peak = np.maximum.reduce([x3, x4, x5])
         return ((10 * np.sin(np.maximum.reduce([x1, x2, x3])) + peak ** 3) / (1 + (x1 + x5) ** 2) + np.sin(0.5 * x3) * (1 + np.exp(x4 - 0.5 * x3))
                 + x3 ** 2 + 2 * np.sin(x4) + 2 * x5 - 6.5)
-    c1, c2 = _ihdp_centres()
+    c = _ihdp_centre()
     hi = np.maximum.reduce([x[:, 2], x[:, 4], x[:, 5]])
     lo = np.minimum.reduce([x[:, 2], x[:, 4], x[:, 5]])
-    return (2 * x[:, 0] / (1 + x[:, 1]) + 2 * hi / (0.2 + lo)
-            + 2 * np.tanh(5 * (x[:, 15:25].mean(1) - c2)) - 4)
+    return 2 * (x[:, 0] / (1 + x[:, 1]) + hi / (0.2 + lo)
+                + np.tanh(5 * (x[:, 15:25].mean(1) - c)) - 2)
 
 
 def dose_outcome(design: str, t, x: np.ndarray) -> np.ndarray:
@@ -94,24 +99,23 @@ def dose_outcome(design: str, t, x: np.ndarray) -> np.ndarray:
         return np.cos(2 * np.pi * (t - 0.5)) * (
             t ** 2 + 4 * np.maximum(x[:, 0], x[:, 5]) ** 3 / (1 + 2 * x[:, 2] ** 2)
             * np.sin(x[:, 3]))
-    c1, _ = _ihdp_centres()
+    c = _ihdp_centre()
     low = np.minimum.reduce([x[:, 1], x[:, 2], x[:, 4]])
     return np.sin(3 * np.pi * t) / (1.2 - t) * (
-        np.tanh(5 * (x[:, 6:15].mean(1) - c1))
-        + np.exp(0.2 * (x[:, 0] - x[:, 5])) / (0.5 + 5 * low))
+        1.5 * np.tanh(5 * (x[:, _S1].mean(1) - c))
+        + 0.5 * np.exp(0.2 * (x[:, 0] - x[:, 5])) / (0.1 + low))
 
 
 @lru_cache(maxsize=1)
 def _ihdp_x() -> np.ndarray:
     x = load_ihdp(1).x
-    span = np.ptp(x, axis=0)
-    return (x - x.min(0)) / np.where(span > 0, span, 1.0)
+    top = x.max(0)
+    return (x - x.min(0)) / np.where(top != 0, top, 1.0)
 
 
 @lru_cache(maxsize=1)
-def _ihdp_centres() -> tuple[float, float]:
-    x = _ihdp_x()
-    return float(x[:, 6:15].mean(1).mean()), float(x[:, 15:25].mean(1).mean())
+def _ihdp_centre() -> float:
+    return float(_ihdp_x()[:, _S1].mean(1).mean())
 
 
 @lru_cache(maxsize=2)
@@ -121,7 +125,8 @@ def _population(design: str):
     rng = np.random.default_rng(20210507)
     x = rng.uniform(size=(100_000, 6)) if design == "vcnet" else _ihdp_x()
     reps = 1 if design == "vcnet" else 200  # IHDP: 747 units, 200 draws of the dose noise each
-    logits = np.concatenate([dose_logit(design, x) + rng.normal(scale=_NOISE, size=len(x))
+    logits = np.concatenate([dose_logit(design, x) + rng.normal(scale=_DOSE_NOISE[design],
+                                                                size=len(x))
                              for _ in range(reps)])
     t = 1 / (1 + np.exp(-logits))
     lo, mid, hi = np.quantile(t, [0.05, 0.5, 0.95])
@@ -134,8 +139,8 @@ def simulate_dose(design: str, seed: int = 0, *, n_train: int = 500,
                   n_test: int = 200) -> DoseData:
     """One data set of ``design`` (:data:`DOSE_DESIGNS`; module docstring), seeded.
 
-    ``vcnet``: ``n_train`` and ``n_test`` fresh units; ``ihdp``: the 747 units split 67 / 33 %
-    at random (``n_train``/``n_test`` are ignored)."""
+    ``vcnet``: ``n_train`` and ``n_test`` fresh units; ``ihdp``: the 747 units split 471 / 276
+    at random, as the authors' code (``n_train``/``n_test`` are ignored)."""
     if design not in DOSE_DESIGNS:
         raise ValueError(f"design={design!r} is unknown; choose from {DOSE_DESIGNS}")
     rng = np.random.default_rng([seed, 47])
@@ -144,9 +149,10 @@ def simulate_dose(design: str, seed: int = 0, *, n_train: int = 500,
         train = np.arange(n_train)
     else:
         x_all = _ihdp_x()
-        train = np.sort(rng.permutation(len(x_all))[:round(0.67 * len(x_all))])
+        train = np.sort(rng.permutation(len(x_all))[:_IHDP_TRAIN])
     test = np.setdiff1d(np.arange(len(x_all)), train)
-    logit = dose_logit(design, x_all[train]) + rng.normal(scale=_NOISE, size=len(train))
+    logit = dose_logit(design, x_all[train]) + rng.normal(scale=_DOSE_NOISE[design],
+                                                          size=len(train))
     t = 1 / (1 + np.exp(-logit))
     y = dose_outcome(design, t, x_all[train]) + rng.normal(scale=_NOISE, size=len(train))
     grid, adrf, t_ref = _population(design)
