@@ -343,6 +343,12 @@ def test_dose_benchmark_smoke(tmp_path):
     np.testing.assert_allclose(data.curves_test[:, 5],
                                dose_outcome("vcnet", np.full(200, data.grid[5]), data.x_test))
     assert data.t.min() < data.grid[0] < data.grid[-1] < data.t.max()
+    # the IHDP design scales the covariates in their own units to [0, 1] as the VCNet
+    # authors' code does; on the standardised columns the dose piled up at 1 (median 0.99)
+    ihdp = simulate_dose("ihdp", 0)
+    assert ihdp.x.shape == (471, 25) and ihdp.x_test.shape == (276, 25)
+    assert ihdp.x.min() >= 0 and ihdp.x.max() <= 1
+    assert 0.4 < np.median(ihdp.t) < 0.8 and ihdp.grid[0] < 0.2
     assert main(["dose", "--designs", "vcnet", "--seeds", "0", "--methods",
                  "CFR,LinearDML,CFR-binary", "--tiny", "--n-iter", "5", "--no-progress",
                  "--out", str(tmp_path)]) == 0

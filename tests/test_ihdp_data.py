@@ -288,3 +288,18 @@ def test_npz_loader_reads_published_file():
     assert len(data) == 100 and data[0].x.shape == (75, 25)
     assert data[0].extra.get("ate") == 4.0
     assert data[41].realization == 42
+
+
+def test_covariates_in_their_own_units():
+    """The unstandardised covariates are sim.csv's (birth weight in grams, the mother's age in
+    years), and standardising their first six columns gives load_ihdp's x exactly."""
+    from dowhy_cfr.datasets import ihdp_covariates
+
+    raw, std = ihdp_covariates(standardized=False), ihdp_covariates()
+    assert raw.shape == std.shape == (747, 25)
+    assert raw[:, 0].min() > 400 and raw[:, 0].max() < 3000  # birth weight, grams
+    assert 13 <= raw[:, 5].min() and raw[:, 5].max() <= 50  # mother's age, years
+    cont = raw[:, :6]
+    np.testing.assert_allclose((cont - cont.mean(0)) / cont.std(0, ddof=1), std[:, :6])
+    np.testing.assert_array_equal(raw[:, 6:], std[:, 6:])
+    np.testing.assert_array_equal(std, load_ihdp(1).x)

@@ -14,6 +14,7 @@ from .ihdp import (
     IHDP_N_UNITS,
     IHDPData,
     IHDPSplit,
+    ihdp_covariates,
     ihdp_seed,
     ihdp_split,
     load_ihdp,

@@ -13,7 +13,9 @@ ADMIT (Wang et al., NeurIPS 2022), as the authors' published code generates them
     \sin(x_4)\big) + N(0, 0.5^2)`. 500 training and 200 test units, as in the paper; the
     true average curve is the mean of :math:`\mu(x, t)` over 100,000 draws of :math:`x`.
 ``ihdp``
-    the 747 units' 25 IHDP covariates (EconML's copy, :mod:`dowhy_cfr.datasets.ihdp`), each
+    the 747 units' 25 IHDP covariates with the six continuous ones in their own units, as the
+    authors' csv holds them (EconML's ``sim.csv``, :func:`dowhy_cfr.datasets.ihdp_covariates`
+    with ``standardized=False``; not the standardised columns of the npci files), each
     scaled as the authors' code does, :math:`(x - \min x) / \max x`; with :math:`\bar x_{S_1}`
     the mean of the ten columns 4 and 7-15 (0-based 3, 6-14), :math:`\bar x_{S_2}` of columns
     16-25, and :math:`c` the mean of :math:`\bar x_{S_1}` over the units (the code centres both
@@ -38,7 +40,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .ihdp import load_ihdp
+from .ihdp import ihdp_covariates
 
 __all__ = ["DOSE_DESIGNS", "DoseData", "simulate_dose", "dose_outcome", "dose_logit"]
 
@@ -108,7 +110,7 @@ def dose_outcome(design: str, t, x: np.ndarray) -> np.ndarray:
 
 @lru_cache(maxsize=1)
 def _ihdp_x() -> np.ndarray:
-    x = load_ihdp(1).x
+    x = ihdp_covariates(standardized=False)  # the authors' csv: covariates in their own units
     top = x.max(0)
     return (x - x.min(0)) / np.where(top != 0, top, 1.0)
 

@@ -51,6 +51,7 @@ __all__ = [
     "IHDP_N_UNITS",
     "IHDPData",
     "IHDPSplit",
+    "ihdp_covariates",
     "ihdp_seed",
     "ihdp_split",
     "load_ihdp",
@@ -190,8 +191,9 @@ def _sim_csv_path():
 
 
 @functools.lru_cache(maxsize=1)
-def _covariates() -> tuple[np.ndarray, np.ndarray]:
-    """The 747 x 25 covariate matrix and the treatment vector (read-only, cached)."""
+def _covariates() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The 747 x 25 covariate matrix, the treatment vector and the covariates with the
+    continuous columns in their own units (read-only, cached)."""
     with _sim_csv_path().open("r", encoding="utf-8") as fh:
         header = [h.strip().strip('"') for h in fh.readline().split(",")]
         table = np.loadtxt(fh, delimiter=",", dtype=np.float64, ndmin=2)
@@ -205,21 +207,33 @@ def _covariates() -> tuple[np.ndarray, np.ndarray]:
     keep = ~((treat == 1) & (table[:, col["momwhite"]] == 0))
     x = table[keep][:, [col[c] for c in IHDP_FEATURE_NAMES]].copy()
     x[:, IHDP_FEATURE_NAMES.index("first")] += 1.0
+    raw = x.copy()
     cont = x[:, :_N_CONTINUOUS]
     # R: scale() / (x - mean(x)) / sd(x), sd with denominator n - 1
     x[:, :_N_CONTINUOUS] = (cont - cont.mean(axis=0)) / cont.std(axis=0, ddof=1)
     t = treat[keep].copy()
     if x.shape != (IHDP_N_UNITS, len(IHDP_FEATURE_NAMES)):  # pragma: no cover
         raise ValueError(f"unexpected IHDP covariate shape {x.shape}")
-    x.setflags(write=False)
-    t.setflags(write=False)
-    return x, t
+    for a in (x, t, raw):
+        a.setflags(write=False)
+    return x, t, raw
+
+
+def ihdp_covariates(*, standardized: bool = True) -> np.ndarray:
+    """The 747 x 25 IHDP covariates of :func:`load_ihdp` (``IHDP_FEATURE_NAMES``), read-only.
+
+    ``standardized=False`` gives the first six (continuous) columns in their own units --
+    grams, centimetres, weeks, years, as ``sim.csv`` stores them -- as the VCNet authors'
+    dose design scales them (:mod:`dowhy_cfr.datasets.dose`); the other columns are the same
+    either way."""
+    x, _, raw = _covariates()
+    return x if standardized else raw
 
 
 @functools.lru_cache(maxsize=1)
 def _design() -> tuple[np.ndarray, np.ndarray]:
     """``X1 = [1, X]`` and ``X1 + W`` (offset 0.5 on the covariate columns), read-only."""
-    x, _ = _covariates()
+    x, _, _ = _covariates()
     x1 = np.hstack([np.ones((x.shape[0], 1)), x])
     x1w = x1 + np.concatenate([[0.0], np.full(x.shape[1], _OFFSET_W)])
     x1.setflags(write=False)
@@ -259,7 +273,7 @@ def ihdp_seed(realization: int) -> int:
 
 def _simulate(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(mu0, mu1, y0, y1)`` of response surface B under R's ``set.seed(seed)``."""
-    x, t = _covariates()
+    x, t, _ = _covariates()
     n, d = x.shape
     rng = RRandom(seed)  # set.seed(seed)
     b0 = _INTERCEPTS[rng.unif_index(_INTERCEPTS.size)[0]]  # sample(seq(-1, 1, .25), 1)
@@ -278,7 +292,7 @@ def _simulate(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
 
 
 def _assemble(mu0, mu1, y0, y1, realization) -> IHDPData:
-    x, t = _covariates()
+    x, t, _ = _covariates()
     treated = t == 1
     return IHDPData(
         x=np.array(x),
@@ -355,7 +369,7 @@ def load_ihdp_many(realizations: Iterable[int] | int, *, copy: bool = False) -> 
     if not reals:
         raise ValueError("realizations must not be empty")
     k = len(reals)
-    x, t = _covariates()
+    x, t, _ = _covariates()
     treated = t == 1
     out = {key: np.empty((k, x.shape[0])) for key in ("yf", "ycf", "mu0", "mu1")}
     for i, r in enumerate(reals):
