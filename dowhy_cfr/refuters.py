@@ -216,13 +216,19 @@ class RepresentationBalanceResult(CausalRefutation):
                 f"(before training {self.before_training[_RULE_IPM]:.4g}, reduction "
                 f"{_fmt_pct(red)}, permutation p = {_fmt_p(p)})")
 
-    def __str__(self) -> str:
-        table = self._table.copy()
+    def _shown_table(self) -> pd.DataFrame:
+        """The table with its numbers formatted for printing (4 significant digits, the
+        reduction as a percentage, the p-values as :func:`_fmt_p`)."""
+        table = self._table
         shown = pd.DataFrame(index=table.index)
         for col in _SPACES:
             shown[col] = table[col].map(lambda v: f"{v:.4g}")
         shown["reduction"] = table["reduction"].map(_fmt_pct)
         shown["p_value"] = table["p_value"].map(_fmt_p)
+        return shown
+
+    def __str__(self) -> str:
+        shown = self._shown_table()
         sig = ", ".join(f"{k} {v:.3g}" for k, v in self.rbf_sigma.items())
         sub = f" (random subsample of {self.n_units})" if self.subsampled else ""
         lines = [
@@ -625,12 +631,7 @@ class DoseBalanceResult(RepresentationBalanceResult):
                 f"p = {_fmt_p(p)})")
 
     def __str__(self) -> str:
-        table = self._table.copy()
-        shown = pd.DataFrame(index=table.index)
-        for col in _SPACES:
-            shown[col] = table[col].map(lambda v: f"{v:.4g}")
-        shown["reduction"] = table["reduction"].map(_fmt_pct)
-        shown["p_value"] = table["p_value"].map(_fmt_p)
+        shown = self._shown_table()
         sub = f" (random subsample of {self.n_units})" if self.subsampled else ""
         return "\n".join([
             self.title,
