@@ -554,7 +554,21 @@ def explain(method_name: str, refutation, estimate_value: float,
     if fails and half_width is not None and half_width > 0:
         verdict += (f" (a shift of {abs(shift):.3f}, {abs(shift) / half_width:.0%} of the "
                     f"estimate's 95 % interval half-width {half_width:.3f})")
+    if fails and method_name not in _RATIO_REFUTERS:
+        verdict += _fresh_seeds_caveat(getattr(result, "stacking", {}), estimate_value)
     return f"{method_name}: {what} {size}, p = {p:.2g} -> {verdict}"
+
+
+def _fresh_seeds_caveat(stacking: dict, estimate_value: float) -> str:
+    """For a failing re-estimate whose simulations had fresh network seeds (``seeds="spread"``):
+    where the original lies among them, and that its own seeds' luck fails the test too."""
+    sims = np.asarray(stacking.get("estimates", ()), dtype=float)
+    if stacking.get("seeds") != "spread" or len(sims) < 2 or not np.std(sims) > 0:
+        return ""
+    z = (estimate_value - sims.mean()) / sims.std(ddof=1)
+    return (f"; the simulations had fresh network seeds, and the estimate lies {z:+.1f} sd of "
+            f"theirs from their mean: an original seed whose estimate is atypical fails this "
+            f"test as well -- refit with other random_state values to tell the two apart")
 
 
 def family_verdict(p_values, alpha: float = 0.05) -> pd.DataFrame:

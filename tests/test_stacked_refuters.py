@@ -325,6 +325,28 @@ def test_explain_gives_a_failing_shift_against_the_estimates_interval():
     assert "FAILS" in line and "a shift of 0.400, 80%" in line
 
 
+def test_explain_says_when_fresh_seeds_make_the_original_the_outlier():
+    """A failing refuter whose simulations had fresh network seeds says where the original lies
+    among them (it is one seed's estimate, and an atypical seed fails the test too)."""
+    from types import SimpleNamespace
+
+    sims = 4.0 + 0.04 * np.random.default_rng(0).standard_normal(100)
+
+    def result(p, seeds):
+        return SimpleNamespace(new_effect=float(sims.mean()), stacking={
+            "seeds": seeds, "estimates": list(sims)}, refutation_result={
+            "p_value": p, "is_statistically_significant": p < 0.05})
+
+    z = (4.12 - sims.mean()) / sims.std(ddof=1)
+    line = sr.explain("random_common_cause", result(0.0, "spread"), 4.12)
+    assert "FAILS" in line and f"lies {z:+.1f} sd" in line and "random_state" in line
+    assert 2.5 < z < 3.5
+    assert "fresh network seeds" not in sr.explain("random_common_cause",
+                                                   result(0.0, "original"), 4.12)
+    assert "fresh network seeds" not in sr.explain("random_common_cause",
+                                                   result(0.4, "spread"), 4.12)
+
+
 # ----------------------------------------------------------------------------- family-wise
 def _holm_by_hand(p):
     """Holm (1979): sort ascending, multiply the i-th smallest by (m - i), running maximum,
