@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["as_2d_float", "as_1d", "as_vector", "column_names", "check_same_length", "check_finite",
-           "check_int"]
+__all__ = ["as_2d_float", "as_columns", "as_1d", "as_vector", "column_names", "check_same_length",
+           "check_finite", "check_int"]
 
 
 def column_names(a) -> list[str] | None:
@@ -48,6 +48,16 @@ def _to_numeric_frame(name: str, df: pd.DataFrame) -> np.ndarray:
     return df.astype("float64").to_numpy(copy=True)
 
 
+def as_columns(name: str, arr: np.ndarray) -> np.ndarray:
+    """``arr`` as a matrix (n_samples, n_features): a 1-D array becomes one column; any other
+    shape than 1-D or 2-D is a ValueError naming ``name``."""
+    if arr.ndim == 1:
+        arr = arr.reshape(-1, 1)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {arr.shape}")
+    return arr
+
+
 def as_2d_float(name: str, a, *, allow_none: bool = False) -> np.ndarray | None:
     """Convert a DataFrame / Series / array / list to a fresh float64 array of shape (n, d)."""
     if a is None:
@@ -73,11 +83,7 @@ def as_2d_float(name: str, a, *, allow_none: bool = False) -> np.ndarray | None:
                     f"{name} must be numeric (got dtype {arr.dtype}); encode categorical "
                     f"columns as numbers first, e.g. with pandas.get_dummies"
                 ) from exc
-        arr = arr.astype("float64", copy=False)
-        if arr.ndim == 1:
-            arr = arr.reshape(-1, 1)
-        if arr.ndim != 2:
-            raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {arr.shape}")
+        arr = as_columns(name, arr.astype("float64", copy=False))
     if arr.shape[0] == 0:
         raise ValueError(f"{name} is empty (0 rows); fit needs data")
     check_finite(name, arr)

@@ -364,9 +364,7 @@ def _as_table(name: str, A):
         arr = np.asarray(A)
     except Exception as exc:  # pragma: no cover - exotic inputs
         raise TypeError(f"{name} could not be converted to an array: {exc}") from exc
-    arr = arr.reshape(-1, 1) if arr.ndim == 1 else arr
-    if arr.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {arr.shape}")
+    arr = V.as_columns(name, arr)
     if arr.shape[0] == 0:
         raise ValueError(f"{name} is empty (0 rows); fit needs data")
     return arr

@@ -12,6 +12,7 @@ from sklearn.base import BaseEstimator
 from sklearn.impute import SimpleImputer
 from sklearn.preprocessing import OneHotEncoder
 
+from .._validation import as_columns
 from .state import STATE_VERSION, check_state
 
 __all__ = ["TableEncoder", "NUMERIC", "BOOLEAN", "CATEGORICAL"]
@@ -46,11 +47,7 @@ def _as_table(X, name: str) -> tuple[pd.DataFrame | np.ndarray, bool]:
 
 
 def _numeric_array(X, name: str) -> np.ndarray:
-    arr = np.array(X, copy=True)
-    if arr.ndim == 1:
-        arr = arr.reshape(-1, 1)
-    if arr.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {arr.shape}")
+    arr = as_columns(name, np.array(X, copy=True))
     if arr.shape[1] == 0:
         raise ValueError(f"{name} has no columns; pass at least one covariate")
     if arr.dtype.kind in "biuf":
