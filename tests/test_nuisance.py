@@ -3,6 +3,7 @@ regressions, and the doubly robust scores that every stage shares."""
 
 import numpy as np
 import pytest
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.metrics import log_loss
@@ -80,9 +81,10 @@ def test_arm_log_loss_scores_the_clipped_propensity_of_the_received_arm():
     assert arm_log_loss(clipped, arms.astype(bool)) == arm_log_loss(clipped, arms)
 
 
-def test_default_candidates_are_compared_on_the_clipped_propensities(monkeypatch):
-    """The default keeps the candidate whose propensities, as AIPW uses them (clipped at
-    ``min_propensity``), have the lower log-loss."""
+def test_default_candidates_are_compared_on_floored_not_clipped_propensities(monkeypatch):
+    """The default keeps the candidate whose out-of-fold propensities have the lower log-loss
+    with every probability floored at SELECTION_FLOOR (not clipped at ``min_propensity``), and
+    returns that candidate's propensities clipped at ``min_propensity``."""
     seen = []
 
     def spy(proba, arms):
@@ -92,12 +94,54 @@ def test_default_candidates_are_compared_on_the_clipped_propensities(monkeypatch
     monkeypatch.setattr(nuisance, "arm_log_loss", spy)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(300, 2))
-    arms = (x[:, 0] + 0.3 * rng.normal(size=300) > 0).astype(int)
+    arms = (2 * x[:, 0] + 0.3 * rng.normal(size=300) > 0).astype(int)
     e, name, _ = cross_fit_propensity(None, x, arms, n_arms=2, min_propensity=0.1)
-    assert len(seen) == 2 and all(p.min() >= 0.1 for p in seen)
+    assert len(seen) == 2
+    assert all(p.min() >= nuisance.SELECTION_FLOOR for p in seen)
+    assert any(p.min() < 0.1 for p in seen)  # the comparison saw below the clip
     scores = {k: arm_log_loss(p, arms) for k, p in zip(("logistic", "boosting"), seen)}
     assert name == min(scores, key=scores.get)
-    np.testing.assert_array_equal(e, seen[("logistic", "boosting").index(name)])
+    kept = seen[("logistic", "boosting").index(name)]
+    np.testing.assert_array_equal(e, np.clip(kept, 0.1, 1.0))
+
+
+class _ColumnProba(ClassifierMixin, BaseEstimator):
+    """A 'classifier' whose P(T = 1 | x) is column ``column`` of x: propensities set by hand."""
+
+    def __init__(self, column=0):
+        self.column = column
+
+    def fit(self, x, arms):
+        self.classes_ = np.unique(arms)
+        return self
+
+    def predict_proba(self, x):
+        p1 = np.asarray(x)[:, self.column]
+        return np.column_stack([1 - p1, p1])
+
+
+def test_an_overconfident_candidate_loses_although_the_clip_would_hide_it():
+    """Candidate 0 is right on most units but gives 0.002 to the arm 30 units received (what
+    a misspecified logistic regression does in the tails); candidate 1 is vaguer everywhere
+    but never that wrong. Clipped at 0.05, candidate 0 has the lower log-loss; floored at
+    0.001 it has the higher, and the default comparison keeps candidate 1."""
+    rng = np.random.default_rng(1)
+    n = 600
+    arms = np.r_[np.ones(n // 2, int), np.zeros(n // 2, int)]
+    sharp = np.where(arms == 1, 0.9, 0.1)
+    sharp[:30] = 0.002  # treated units given P(T = 1) = 0.002
+    vague = np.where(arms == 1, 0.75, 0.25)
+    x = np.column_stack([sharp, vague, rng.normal(size=n)])
+    raw = {0: np.column_stack([1 - sharp, sharp]), 1: np.column_stack([1 - vague, vague])}
+    clipped = {k: arm_log_loss(np.clip(p, 0.05, 1), arms) for k, p in raw.items()}
+    floored = {k: arm_log_loss(np.clip(p, nuisance.SELECTION_FLOOR, 1), arms)
+               for k, p in raw.items()}
+    assert clipped[0] < clipped[1] and floored[1] < floored[0]
+    e, name, clipped_rows = cross_fit_propensity([_ColumnProba(0), _ColumnProba(1)], x, arms,
+                                                 n_arms=2, min_propensity=0.05)
+    assert name == "_ColumnProba_2"  # the second candidate (a repeated class is numbered)
+    np.testing.assert_allclose(e[:, 1], vague)
+    assert not clipped_rows.any()
 
 
 def test_boosting_candidate_keeps_small_data_propensities_off_the_clip():
