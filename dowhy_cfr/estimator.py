@@ -214,6 +214,10 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         "divide" projects each representation onto the unit sphere (reference code).
     weight_init : float
         Initial weights are N(0, (weight_init / sqrt(fan_in))^2); biases start at 0.
+    feature_scaling : bool, default True
+        A learned scale per input column before Phi's first layer (RealMLP's scaling layer; a
+        fast, learned feature selection; ``docs/parameters.md``, item 18). ``PAPER_IHDP`` and
+        False give the paper's plain network.
     head_form, effect_penalty : {"separate", "effect"}, float
         One head per arm (the paper), or a mean head m and an effect head d (``mu_0 = m - d/2``,
         ``mu_1 = m + d/2``) whose weights' L2 is ``effect_penalty`` x ``weight_decay``.
@@ -339,7 +343,8 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         self, *, alpha=_D.alpha, ipm=_D.ipm, weight_decay=_D.weight_decay,
         rep_weight_decay=_D.rep_weight_decay, n_rep_layers=_D.n_rep_layers, rep_dim=_D.rep_dim,
         n_head_layers=_D.n_head_layers, head_dim=_D.head_dim, normalization=_D.normalization,
-        weight_init=_D.weight_init, head_form=_D.head_form, effect_penalty=_D.effect_penalty,
+        weight_init=_D.weight_init, feature_scaling=_D.feature_scaling, head_form=_D.head_form,
+        effect_penalty=_D.effect_penalty,
         learning_rate=_D.learning_rate, lr_decay=_D.lr_decay,
         lr_decay_steps=_D.lr_decay_steps, batch_size=_D.batch_size, n_iter=_D.n_iter,
         val_fraction=_D.val_fraction, eval_every=_D.eval_every, patience=_D.patience,

@@ -154,3 +154,21 @@ def test_clipped_share_is_saved_and_recovered_from_older_files(tmp_path):
     older = CFR.load(old)
     np.testing.assert_array_equal(older.fitted_.debiased.clipped, est.fitted_.debiased.clipped)
     assert older.fitted_.debiased.min_propensity == 0.2
+
+
+def test_a_model_saved_before_feature_scaling_loads_as_it_was(tmp_path):
+    """Files written before ``feature_scaling`` existed hold neither the parameter nor the input
+    scales: they load as plain networks, with ``feature_scaling=False``, and predict as saved."""
+    X, T, Y, _ = make_confounded(n=150)
+    est = CFR(**{**TINY, "feature_scaling": False}).fit(Y, T, X=X)
+    path = est.save(tmp_path / "new.cfr")
+    with zipfile.ZipFile(path) as zf:
+        state, arrays = json.loads(zf.read("model.json")), zf.read("arrays.npz")
+    del state["params"]["feature_scaling"], state["config"]["feature_scaling"]
+    old = tmp_path / "old.cfr"
+    with zipfile.ZipFile(old, "w") as zf:
+        zf.writestr("model.json", json.dumps(state))
+        zf.writestr("arrays.npz", arrays)
+    loaded = CFR.load(old)
+    assert loaded.feature_scaling is False and len(loaded.fitted_.members.net.input_scales) == 0
+    np.testing.assert_array_equal(loaded.effect(X), est.effect(X))
