@@ -15,7 +15,7 @@ quartiles of tau, and (K-2) sigma^2 / J: the seed noise's share of the jackknife
 
 (designs, n, data sets per design, optional CFR keyword arguments). docs/inference.md quotes it.
 """
-import sys, numpy as np, warnings; warnings.simplefilter("ignore")
+import ast, sys, numpy as np, warnings; warnings.simplefilter("ignore")
 import torch; torch.set_num_threads(1)
 from scipy.stats import t as student_t
 import dowhy_cfr.plans as P
@@ -25,7 +25,7 @@ from dowhy_cfr.datasets.realistic import simulate_realistic
 orig = P.folds
 P.folds = lambda arms, k, seed, groups=None: orig(arms, k, 777, groups)
 designs = sys.argv[1].split(","); n = int(sys.argv[2]); seeds = range(int(sys.argv[3]))
-kw = eval(sys.argv[4]) if len(sys.argv) > 4 else {}
+kw = ast.literal_eval(sys.argv[4]) if len(sys.argv) > 4 else {}
 
 def member_parts(est, x):
     f = est.fitted_

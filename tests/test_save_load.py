@@ -141,17 +141,11 @@ def test_clipped_share_is_saved_and_recovered_from_older_files(tmp_path):
     assert loaded.clipped_share_ == est.clipped_share_
     np.testing.assert_array_equal(loaded.fitted_.debiased.clipped, est.fitted_.debiased.clipped)
     assert str(loaded.summary()) == str(est.summary())
-    with zipfile.ZipFile(path) as zf:  # the file as an older version wrote it
-        state = json.loads(zf.read("model.json"))
-        arrays = dict(np.load(io.BytesIO(zf.read("arrays.npz"))))
-    del state["debiased"]["min_propensity"], arrays["debiased/clipped"]
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    old = tmp_path / "old.cfr"
-    with zipfile.ZipFile(old, "w") as zf:
-        zf.writestr("model.json", json.dumps(state))
-        zf.writestr("arrays.npz", buf.getvalue())
-    older = CFR.load(old)
+
+    def as_older_versions_wrote_it(state, arrays):
+        del state["debiased"]["min_propensity"], arrays["debiased/clipped"]
+
+    older = CFR.load(_rewritten(path, tmp_path / "old.cfr", as_older_versions_wrote_it))
     np.testing.assert_array_equal(older.fitted_.debiased.clipped, est.fitted_.debiased.clipped)
     assert older.fitted_.debiased.min_propensity == 0.2
 
@@ -161,14 +155,26 @@ def test_a_model_saved_before_feature_scaling_loads_as_it_was(tmp_path):
     scales: they load as plain networks, with ``feature_scaling=False``, and predict as saved."""
     X, T, Y, _ = make_confounded(n=150)
     est = CFR(**{**TINY, "feature_scaling": False}).fit(Y, T, X=X)
-    path = est.save(tmp_path / "new.cfr")
-    with zipfile.ZipFile(path) as zf:
-        state, arrays = json.loads(zf.read("model.json")), zf.read("arrays.npz")
-    del state["params"]["feature_scaling"], state["config"]["feature_scaling"]
-    old = tmp_path / "old.cfr"
-    with zipfile.ZipFile(old, "w") as zf:
-        zf.writestr("model.json", json.dumps(state))
-        zf.writestr("arrays.npz", arrays)
-    loaded = CFR.load(old)
+
+    def without_the_option(state, arrays):
+        del state["params"]["feature_scaling"], state["config"]["feature_scaling"]
+
+    loaded = CFR.load(_rewritten(est.save(tmp_path / "new.cfr"), tmp_path / "old.cfr",
+                                 without_the_option))
     assert loaded.feature_scaling is False and len(loaded.fitted_.members.net.input_scales) == 0
     np.testing.assert_array_equal(loaded.effect(X), est.effect(X))
+
+
+def _rewritten(path, new_path, edit):
+    """A copy at ``new_path`` of the saved model ``path`` after ``edit(state, arrays)`` changed
+    its JSON state and its arrays in place (a file as another version wrote it)."""
+    with zipfile.ZipFile(path) as zf:
+        state = json.loads(zf.read("model.json"))
+        arrays = dict(np.load(io.BytesIO(zf.read("arrays.npz"))))
+    edit(state, arrays)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    with zipfile.ZipFile(new_path, "w") as zf:
+        zf.writestr("model.json", json.dumps(state))
+        zf.writestr("arrays.npz", buf.getvalue())
+    return new_path
