@@ -769,3 +769,15 @@ def test_feature_scaling_learns_which_columns_matter():
     trained = scales(300)
     assert np.all(trained[:, 0] > trained[:, 1:].max(1) + 0.15)
     assert np.abs(scales(1) - 1).max() < 0.02
+
+
+@pytest.mark.parametrize("feature_scaling", [True, False])
+def test_parameter_lists_hold_every_parameter_so_compaction_slices_them_all(feature_scaling):
+    """compact_stack slices CFRNet.parameter_lists(); a parameter outside them would keep the
+    stopped models' rows (also for the dose network, which adds none)."""
+    from dowhy_cfr.core import DoseNet
+
+    for net in (CFRNet(4, [1, 2], feature_scaling=feature_scaling),
+                DoseNet(4, [1, 2], feature_scaling=feature_scaling)):
+        listed = [id(p) for plist in net.parameter_lists() for p in plist]
+        assert sorted(listed) == sorted(id(p) for p in net.parameters())

@@ -187,6 +187,12 @@ class CFRNet(nn.Module):
             [nn.Parameter(torch.zeros(self.n_models, 1, d_in, **kw))] if feature_scaling else []
         )
 
+    def parameter_lists(self) -> tuple[nn.ParameterList, ...]:
+        """Every list of stacked parameters (each with the model axis first): what
+        :func:`~dowhy_cfr.core.stopping.compact_stack` slices when models leave the stack."""
+        return (self.rep_weights, self.rep_biases, self.head_weights, self.head_biases,
+                self.input_scales)
+
     def _draw_head(self, gen: torch.Generator, fan_in: int, fan_out: int,
                    weight_init: float) -> torch.Tensor:
         """One model's weights of a head layer, all arms: (n_arms, fan_in, fan_out), drawn from

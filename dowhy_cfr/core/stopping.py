@@ -147,8 +147,7 @@ def compact_stack(net: CFRNet, opt: torch.optim.Adam, keep: torch.Tensor) -> tor
     old_state = {id(p): opt.state.get(p, {}) for p in net.parameters()}
     moved = []
     with torch.no_grad():
-        for plist in (net.rep_weights, net.rep_biases, net.head_weights, net.head_biases,
-                      net.input_scales):
+        for plist in net.parameter_lists():
             for i in range(len(plist)):
                 old = plist[i]
                 plist[i] = torch.nn.Parameter(old.detach()[keep].contiguous())
