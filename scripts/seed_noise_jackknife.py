@@ -9,7 +9,8 @@ member blend and B's (B's heads and regressions mixed with A's blend weights). T
 of K members carries sigma^2/K, so the corrected variance is J - (K-2) sigma^2 (floored at
 sigma^2/K). Prints, per data set, the tau(x) coverage and mean width of the current 95 % interval
 and of the corrected one (pointwise sigma^2 and pooled over units), the same in the outer
-quartiles of tau, and (K-2) sigma^2 / J: the seed noise's share of the jackknife.
+quartiles of tau, and (K-2) sigma^2 / J: the seed noise's share of the jackknife; then their
+means over the data sets (those reporting a constant effect are skipped).
 
     python scripts/seed_noise_jackknife.py nhefs-steps,cps-steps 1500 2 ["{'alpha': 0.1}"]
 
@@ -27,6 +28,11 @@ P.folds = lambda arms, k, seed, groups=None: orig(arms, k, 777, groups)
 designs = sys.argv[1].split(","); n = int(sys.argv[2]); seeds = range(int(sys.argv[3]))
 kw = ast.literal_eval(sys.argv[4]) if len(sys.argv) > 4 else {}
 
+LINE = ("cur {cur:.3f} ({cur_w:.2f}) corr {corr:.3f} ({corr_w:.2f}) pooled {pooled:.3f} "
+        "({pooled_w:.2f}) | outer cur {outer_cur:.3f} corr {outer_corr:.3f} | seed share "
+        "{seed_share:.2f} pehe {pehe:.3f}")
+
+
 def member_parts(est, x):
     f = est.fitted_
     xs = f.columns.block("X", x)
@@ -34,7 +40,7 @@ def member_parts(est, x):
     regs = f.blend.regressions(xs)  # (K, m, 1)
     return heads[..., 0], regs[..., 0]
 
-out = []
+rows = []
 for design in designs:
     for s in seeds:
         d = simulate_realistic(design, n, seed=s, n_test=2000)
@@ -42,7 +48,8 @@ for design in designs:
         fa = CFR(random_state=s, verbose=0, **kw).fit(d.Y, d.T, X=d.X)
         fb = CFR(random_state=s + 1000, verbose=0, **kw).fit(d.Y, d.T, X=d.X)
         if fa.fitted_.blend.constant:
-            out.append((design, s, np.nan, np.nan, np.nan, np.nan, np.nan, np.nan, 1)); continue
+            print(f"{design:22s} {s} constant effect reported: skipped", flush=True)
+            continue
         ha, ga = member_parts(fa, x); hb, gb = member_parts(fb, x)
         w = fa.fitted_.blend.weights
         ma = w[0] * ha + w[1] * ga; mb = w[0] * hb + w[1] * gb
@@ -56,9 +63,13 @@ for design in designs:
         hp = q * np.sqrt(np.maximum(J - (K - 2) * sp, sp / K))
         err = np.abs(est - tau)
         qs = np.quantile(tau, [0.25, 0.75]); outer = (tau <= qs[0]) | (tau >= qs[1])
-        row = (design, s, np.mean(err <= half), 2 * half.mean(), np.mean(err <= hc), 2 * hc.mean(),
-               np.mean(err <= hp), 2 * hp.mean(), 0, np.mean(err[outer] <= half[outer]),
-               np.mean(err[outer] <= hc[outer]), (K - 2) * s2.mean() / J.mean(), np.sqrt(np.mean(err**2)))
-        out.append(row)
-        print("%-22s %d cur %.3f (%.2f) corr %.3f (%.2f) pooled %.3f (%.2f) | outer cur %.3f corr %.3f | seed share %.2f pehe %.3f"
-              % (row[:8] + row[9:]), flush=True)
+        row = dict(cur=np.mean(err <= half), cur_w=2 * half.mean(), corr=np.mean(err <= hc),
+                   corr_w=2 * hc.mean(), pooled=np.mean(err <= hp), pooled_w=2 * hp.mean(),
+                   outer_cur=np.mean(err[outer] <= half[outer]),
+                   outer_corr=np.mean(err[outer] <= hc[outer]),
+                   seed_share=(K - 2) * s2.mean() / J.mean(), pehe=np.sqrt(np.mean(err ** 2)))
+        rows.append(row)
+        print(f"{design:22s} {s} " + LINE.format(**row), flush=True)
+if rows:
+    print(f"{'mean of ' + str(len(rows)):24s} "
+          + LINE.format(**{k: np.mean([r[k] for r in rows]) for k in rows[0]}))
