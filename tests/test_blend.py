@@ -92,6 +92,16 @@ def test_blended_effects_average_to_the_aipw_ate_over_the_fitted_units(step_fits
     assert lo < blended.ate() < hi
 
 
+def test_the_blend_leaves_the_ate_and_its_interval_alone(step_fits):
+    """The blend shifts g so that the effects average to the AIPW ATE; the ATE and its interval
+    are the doubly robust stage's, the same with or without a blend (so a test of the ATE's
+    interval may skip the blend's cost, as ``test_coverage`` does)."""
+    _, _, _, blended, heads = step_fits
+    assert blended.blend_weights_ is not None and heads.blend_weights_ is None
+    assert blended.ate() == heads.ate()
+    assert blended.ate_interval() == heads.ate_interval()
+
+
 def _constant_effect_data(n, seed):
     """A constant effect of 1 under confounding, with nonlinear outcomes."""
     rng = np.random.default_rng(seed)
