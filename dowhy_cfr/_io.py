@@ -285,9 +285,12 @@ def load(path):
         params["model_final"] = _model_from_spec(state["model_final"])
     if state.get("model_propensity") is not None:
         params["model_propensity"] = _propensity_from_spec(state["model_propensity"])
-    # models saved before feature_scaling existed have no input scales: load them as they were
-    params.setdefault("feature_scaling", False)
-    config = CFRConfig(**{"feature_scaling": False, **state["config"]})
+    # models saved before feature_scaling / ema_decay existed were trained without them: load
+    # them as they were (their parameters refit as they were fitted)
+    old = {"feature_scaling": False, "ema_decay": 0.0}
+    for name, value in old.items():
+        params.setdefault(name, value)
+    config = CFRConfig(**{**old, **state["config"]})
     pre = Preprocessing(state["loss"], _get(state, arrays, "scaler", FeatureScaler), arrays["y_mean"],
                         arrays["y_scale"])
     columns = Columns(state["n_x"], state["n_w"], state["x_columns"], state["w_columns"],

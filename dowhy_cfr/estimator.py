@@ -224,6 +224,11 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
     learning_rate, lr_decay, lr_decay_steps : float or "auto", float, int
         Adam's learning rate ("auto": 2e-3 per 100 units of batch, within 2e-3-8e-3), multiplied
         by ``lr_decay`` every ``lr_decay_steps`` (1.0: no decay).
+    ema_decay : float, default 0.99
+        Validation, early stopping and the fitted networks use an exponential moving average of
+        the weights with this decay (warmed up over the first steps), which removes most of the
+        last Adam iterate's noise; 0 keeps the iterate, as the paper (``PAPER_IHDP``) does
+        (``docs/parameters.md``, item 19).
     batch_size : int or "auto"
         Units per step, every arm in each (clamped, with a warning, to a small split); "auto":
         100 up to 2,000 training units, then 1/8 of them within 200-400.
@@ -346,8 +351,8 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         weight_init=_D.weight_init, feature_scaling=_D.feature_scaling, head_form=_D.head_form,
         effect_penalty=_D.effect_penalty,
         learning_rate=_D.learning_rate, lr_decay=_D.lr_decay,
-        lr_decay_steps=_D.lr_decay_steps, batch_size=_D.batch_size, n_iter=_D.n_iter,
-        val_fraction=_D.val_fraction, eval_every=_D.eval_every, patience=_D.patience,
+        lr_decay_steps=_D.lr_decay_steps, ema_decay=_D.ema_decay, batch_size=_D.batch_size,
+        n_iter=_D.n_iter, val_fraction=_D.val_fraction, eval_every=_D.eval_every, patience=_D.patience,
         relative_patience=_D.relative_patience, stop_quorum=_D.stop_quorum,
         reweight_sample=_D.reweight_sample, rbf_sigma=_D.rbf_sigma, wass_lambda=_D.wass_lambda,
         wass_iterations=_D.wass_iterations, wass_backprop=_D.wass_backprop,

@@ -165,6 +165,22 @@ def test_a_model_saved_before_feature_scaling_loads_as_it_was(tmp_path):
     np.testing.assert_array_equal(loaded.effect(X), est.effect(X))
 
 
+def test_a_model_saved_before_ema_decay_loads_with_the_last_iterate(tmp_path):
+    """Files written before ``ema_decay`` existed were trained on the last iterate: they load
+    with ``ema_decay=0`` (a refit would train as they were trained) and predict as saved."""
+    X, T, Y, _ = make_confounded(n=150)
+    est = CFR(**TINY).fit(Y, T, X=X)
+
+    def without_the_option(state, arrays):
+        del state["params"]["ema_decay"], state["config"]["ema_decay"]
+
+    loaded = CFR.load(_rewritten(est.save(tmp_path / "new.cfr"), tmp_path / "old.cfr",
+                                 without_the_option))
+    assert est.ema_decay == 0.99 and loaded.ema_decay == 0.0
+    assert loaded.fitted_.config.ema_decay == 0.0
+    np.testing.assert_array_equal(loaded.effect(X), est.effect(X))
+
+
 def _rewritten(path, new_path, edit):
     """A copy at ``new_path`` of the saved model ``path`` after ``edit(state, arrays)`` changed
     its JSON state and its arrays in place (a file as another version wrote it)."""
