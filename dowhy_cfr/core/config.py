@@ -143,8 +143,9 @@ class CFRConfig:
     # Validation, checkpoints and the fitted networks use an exponential moving average of the
     # weights with this decay (Polyak-Ruppert averaging; warmed up as min(decay, (1+s)/(10+s))
     # at step s), not the last Adam iterate; 0: the iterate (the paper). Ours, measured in
-    # docs/parameters.md, item 19: the heads' sqrt(PEHE) on the development designs
-    # 0.408 -> 0.388 at n = 1,500: most of a member's seed-to-seed noise is the iterate's
+    # docs/parameters.md, item 19: IHDP 1-100 out of sample 0.469 -> 0.399, the held-out
+    # designs' heads 0.481 -> 0.466 at n = 1,500; early stopping on the noisy iterate had
+    # ended fits that were still learning
     ema_decay: float = 0.99
     # units per step: a number, or "auto" (ours, measured): cfrnet's 100 up to 2,000 training
     # units, then 1/8 of them within 200-400, see auto_batch_size

@@ -110,7 +110,7 @@ def algorithm1(run: "StackedRun", config: CFRConfig) -> int:
         terms.objective.sum().backward()  # each model's gradient of its own Eq. 3 ...
         run.add_l2_gradient()  # ... whose L2 term's gradient lambda * W is added directly
         run.optimizer.step()  # Adam
-        run.after_step(step, terms)  # staircase learning-rate decay, running means
+        run.after_step(step, terms)  # learning-rate decay, running means, weight average
         if step % config.eval_every == 0 or step == config.n_iter:
             if not run.validate(step):  # checkpoints, early stopping, compaction
                 break
