@@ -34,7 +34,8 @@ What the adapter does
   Otherwise (other target units, new data, ``debias=None``) the value is the mean of
   ``cate_estimates``. ``print(estimate)`` ends with the fit's effect model: what the effects
   are (the heads blended with a doubly robust regression and its weight ``lam``, or a constant
-  where that had the lower out-of-fold R-loss; :attr:`CFR.effect_model_`).
+  where a calibration test does not show that the effect varies; :attr:`CFR.effect_model_`,
+  :attr:`CFR.blend_test_`).
 * ``target_units``: ``"ate"`` (all units), ``"att"`` (units with ``T == treatment_value``),
   ``"atc"`` (units with ``T == control_value``), a callable returning a boolean mask over the rows
   of the data (DoWhy's semantics), or a DataFrame of units, which must hold every covariate

@@ -94,6 +94,7 @@ class _FittedAttributes:
     model_final_ = _fitted("final.models", "model_final_ (the final-stage models)")
     blend_weights_ = _fitted("blend.weights", "blend_weights_ (the weights of final_blend)")
     blend_lambda_ = _fitted("blend.lam", "blend_lambda_ (the heads' weight in the blend)")
+    blend_test_ = _fitted("blend.test", "blend_test_ (the blend's heterogeneity test)")
     effect_model_ = _fitted("effect_model", "effect_model_ (what effect(X) reports)")
     n_features_in_ = _fitted("columns.n_features", "n_features_in_ (columns of X and W)")
 
@@ -176,8 +177,9 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
     ``effect_model_``: by default (no W) the blend ``lam * (h1 - h0) + (1 - lam) * g(x) + c`` of
     the heads' effect (the members' mean) with ``g``, a boosted regression of the doubly robust
     pseudo-outcomes on X, ``lam`` (``blend_lambda_``) chosen by the out-of-fold R-loss, or the
-    doubly robust ATE at every x where a constant has the lower R-loss; ``c`` makes the mean over
-    the fitted units the doubly robust ATE (``final_blend``; ``summary()`` says which).
+    doubly robust ATE at every x where a calibration test of the blend's out-of-fold effects does
+    not show that tau varies (``blend_test_``); ``c`` makes the mean over the fitted units the
+    doubly robust ATE (``final_blend``; ``summary()`` says which).
 
     The training and network defaults are those of :class:`dowhy_cfr.core.CFRConfig`, the one
     place they are defined (sources and measurements in ``docs/parameters.md``): five small
@@ -261,8 +263,9 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         :data:`dowhy_cfr.fitting.BLEND_MODEL`).
     final_blend : bool, default True
         Without ``W``, with ``debias="aipw"`` and cross-fitting members: effects ``lam * (h1 -
-        h0) + (1 - lam) * g(x)`` (``g``: a DR-learner on each member's training units) or a
-        constant, whichever has the lower out-of-fold R-loss, shifted to the AIPW ATE
+        h0) + (1 - lam) * g(x)`` (``g``: a DR-learner on each member's training units, ``lam``
+        by the out-of-fold R-loss), or a constant where the calibration test of the blend's
+        out-of-fold effects does not reject one (``blend_test_``), shifted to the AIPW ATE
         (``blend_weights_``; docs/parameters.md, item 9). False: the heads' effects.
     n_ensemble : int, default 5
         Number of networks trained (stacked, in one pass) from different seeds; effects are
@@ -327,6 +330,12 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         ``final_blend``'s weights of the heads and of ``g``: (lam, 1 - lam), or (0, 0) for a
         constant effect; ``lam`` of the blend (where a constant was chosen: of the blend it
         beat). None where no blend was fitted.
+    blend_test_ : HeterogeneityTest or None
+        The test that chose between the blend and a constant effect
+        (:func:`dowhy_cfr.nuisance.heterogeneity_test`): ``kappa``, the calibration slope of
+        the blend's out-of-fold effects (1: calibrated, 0: unrelated to the effect), its ``z``
+        and one-sided ``pvalue``; a constant is reported where ``pvalue`` exceeds
+        :data:`dowhy_cfr.nuisance.HETEROGENEITY_LEVEL` (0.05). None where no blend was fitted.
     seeds_, loss_, propensity_model_, clipped_share_ : list of int, str, str or None, float or None
         Members' seeds; the loss ("mse"/"logloss"); the propensity model kept; the share of units
         whose propensity was clipped at ``min_propensity`` (``fit`` warns above 10 %).
@@ -463,8 +472,9 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
 
         ``effect_model_`` says which: without W at fit, by default ``lam * (h1(Phi(x)) -
         h0(Phi(x))) + (1 - lam) * g(x)`` (the members' mean heads blended with the doubly robust
-        regression ``g``, ``lam = blend_lambda_``), or the doubly robust ATE at every x where a
-        constant had the lower out-of-fold R-loss, or with ``final_blend=False`` the heads'
+        regression ``g``, ``lam = blend_lambda_``), or the doubly robust ATE at every x where
+        the calibration test (``blend_test_``) did not show that tau varies, or with
+        ``final_blend=False`` the heads'
         effect alone; with W at fit, ``model_final_`` at X; with X=None at fit, the mean over
         the fitted units (shape (1, ...)). With ``debias="aipw"``, plus the constant that makes
         the mean over the fitted units the AIPW ATE (``average_effect``).

@@ -43,7 +43,7 @@ from .core.dose import predict_dose, predict_dose_grid
 from .tabular import FeatureScaler, TableEncoder
 from .core.training import derive_seeds
 from .debiased import AverageEffect, average_effect, jackknife_stderr, plugin_effect
-from .nuisance import fit_per_arm
+from .nuisance import HETEROGENEITY_LEVEL, HeterogeneityTest, fit_per_arm
 
 __all__ = ["TreatmentEncoding", "Columns", "Preprocessing", "FittedMembers", "FinalStage",
            "BlendStage", "regressions_at",
@@ -611,7 +611,8 @@ class BlendStage:
     outside fold j), and :math:`c` (``shift``) makes the mean over the fitted units the doubly
     robust average effect. The weights ``(a, b)`` are
     :math:`(\lambda, 1 - \lambda)` by the R-loss of Nie & Wager (2021) of the out-of-fold
-    effects, or (0, 0) where a constant effect has the lower R-loss
+    effects, or (0, 0) where the calibration test of the mix's out-of-fold effects (``test``,
+    :func:`~dowhy_cfr.nuisance.heterogeneity_test`) does not show that tau varies
     (:func:`~dowhy_cfr.nuisance.blend_weights`; ``docs/parameters.md``, item 9). The fit path
     builds it (:func:`dowhy_cfr.fitting.blend_stage`); this object only holds and applies it.
 
@@ -637,6 +638,7 @@ class BlendStage:
     deleted: np.ndarray  # (K, n_arms - 1): the pseudo-outcomes' mean over member j's units
     mix_weights: np.ndarray  # (2,): (lam, 1 - lam) of the mix, also where a constant was chosen
     mix_shift: np.ndarray  # (n_arms - 1,): the mix's shift to the doubly robust average effect
+    test: HeterogeneityTest  # the calibration test of the mix's out-of-fold effects
 
     @property
     def constant(self) -> bool:
@@ -1014,15 +1016,19 @@ class FittedCFR:
             return f"Effect model: heads. effect(x) = {heads}, the members' mean{shifted}."
         if self.blend is None:
             return "Effect model: constant. effect() is the average effect (X=None at fit)."
-        lam = self.blend.lam
+        lam, test = self.blend.lam, self.blend.test
         mix = f"{lam:.2f} * [{heads}] + {1 - lam:.2f} * g(x)"
         g = ("g: a boosted regression of the doubly robust pseudo-outcomes on X (a DR-learner), "
              "lam chosen by the out-of-fold R-loss")
+        calibration = (f"the calibration slope of the blend's out-of-fold effects is "
+                       f"{test.kappa:.2f} (z = {test.z:.2f}, one-sided p = {test.pvalue:.3g})")
         if model == "blend":
-            return f"Effect model: blend, lam = {lam:.2f}. effect(x) = {mix}{shifted}; {g}."
-        return (f"Effect model: constant. effect(x) is the doubly robust ATE at every x: a "
-                f"constant had a lower out-of-fold R-loss than the blend {mix} ({g}). The heads' "
-                f"own effects: individual_effect(X) or final_blend=False; heterogeneity: "
+            return (f"Effect model: blend, lam = {lam:.2f}. effect(x) = {mix}{shifted}; {g}; "
+                    f"{calibration}: tau varies.")
+        return (f"Effect model: constant. effect(x) is the doubly robust ATE at every x: "
+                f"{calibration}, which does not show at the {HETEROGENEITY_LEVEL:g} level that "
+                f"tau varies along the blend {mix} ({g}). The heads' own effects: "
+                f"individual_effect(X) or final_blend=False; heterogeneity: "
                 f"best_linear_projection(X).")
 
     def representation(self, xw_std: np.ndarray, member: int, *, at_init: bool = False):

@@ -58,7 +58,8 @@ from .fitted import (BlendStage, Columns, DebiasedStage, DoseStage, FinalStage, 
 from .metrics import SELECTION_CRITERIA, Nuisances, selection_scores
 from .nuisance import (Propensity, aipw_scores, blend_weights, clipped_warning,
                        cross_fit_dr_learner, cross_fit_gps, cross_fit_outcomes,
-                       cross_fit_propensity, held_out_mean, propensity_candidates, sklearn_seed)
+                       cross_fit_propensity, held_out_mean, heterogeneity_test,
+                       propensity_candidates, sklearn_seed)
 
 __all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "FitSettings", "FitData", "Trained",
            "alpha_grid", "resolve_device", "show_progress", "resolve_loss", "prepare",
@@ -605,8 +606,10 @@ def fit_blend(train: np.ndarray, model, seeds: list, stage: DebiasedStage) -> Bl
     """The blend of the heads' effects with the DR-learner over the fitted units of ``stage``:
     regressor j of the pseudo-outcomes fitted on member j's units ``train[j]``
     (:func:`~dowhy_cfr.nuisance.cross_fit_dr_learner`), the weights chosen by the R-loss of the
-    out-of-fold effects (:func:`~dowhy_cfr.nuisance.blend_weights`), and the shift that makes the
-    mean over the fitted units the AIPW average effect; where a constant effect is chosen, also
+    out-of-fold effects and the calibration test of their variation
+    (:func:`~dowhy_cfr.nuisance.blend_weights`, :func:`~dowhy_cfr.nuisance.heterogeneity_test`),
+    and the shift that makes the mean over the fitted units the AIPW average effect; where a
+    constant effect is chosen, also
     the mix it beat (its weights and shift: the intervals account for the choice). Deterministic
     given the seeds (a loaded model refits it)."""
     scores = aipw_scores(stage.y, stage.arms, stage.mu, stage.e)
@@ -617,11 +620,12 @@ def fit_blend(train: np.ndarray, model, seeds: list, stage: DebiasedStage) -> Bl
            held_out_mean(regs, train))
     weights = blend_weights(*oof)
     mix = weights if np.any(weights) else blend_weights(*oof, constant=False)
+    test = heterogeneity_test(*oof[:4], mix[0] * oof[4] + mix[1] * oof[5])
     mixed = mix[0] * effects_of(stage.mu_plugin.T) + mix[1] * regs.mean(0)
     mix_shift = stage.theta - mixed.mean(0)
     shift = mix_shift if np.any(weights) else stage.theta
     deleted = np.stack([pseudo[rows].mean(0) for rows in train])
-    return BlendStage(train, model, models, weights, shift, deleted, mix, mix_shift)
+    return BlendStage(train, model, models, weights, shift, deleted, mix, mix_shift, test)
 
 
 def dose_stage(settings: FitSettings, data: FitData, trained: Trained, gps, *,
