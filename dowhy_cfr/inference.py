@@ -51,9 +51,11 @@ _OTHER_UNITS = ("inference='aipw' (the default) gives the interval of the averag
                 ">= 2, cross_fit). For other units fit with inference='bootstrap'.")
 
 
-_CONSTANT = ("effect(X) of this fit is a constant, the doubly robust ATE at every x: its "
-             "out-of-fold R-loss was below that of the blend of the heads and the doubly robust "
-             "regression (lam = {lam:.2f}; effect_model_). Its pointwise intervals therefore "
+_CONSTANT = ("effect(X) of this fit is a constant, the doubly robust ATE at every x: the "
+             "calibration test of the out-of-fold effects of the blend of the heads and the "
+             "doubly robust regression (lam = {lam:.2f}) did not show that the effect varies "
+             "(slope {kappa:.2f}, one-sided p = {p:.2g}; blend_test_, effect_model_). Its "
+             "pointwise intervals therefore "
              "hold both the constant's and the blend's at each x (docs/inference.md). If the "
              "effect may vary: fit with final_blend=False (the heads' own effects) or read "
              "individual_effect(X); test the heterogeneity with best_linear_projection(X); "
@@ -666,7 +668,8 @@ class CFRAIPWInference(Inference):
         fitted = self._est.fitted_
         mix = fitted.rejected_mix(X)
         if mix is not None:
-            warnings.warn(_CONSTANT.format(lam=fitted.blend.lam), UserWarning,
+            warnings.warn(_CONSTANT.format(lam=fitted.blend.lam, kappa=fitted.blend.test.kappa,
+                                           p=fitted.blend.test.pvalue), UserWarning,
                           stacklevel=_user_stacklevel())
         return mix
 
