@@ -474,9 +474,8 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         h0(Phi(x))) + (1 - lam) * g(x)`` (the members' mean heads blended with the doubly robust
         regression ``g``, ``lam = blend_lambda_``), or the doubly robust ATE at every x where
         the calibration test (``blend_test_``) did not show that tau varies, or with
-        ``final_blend=False`` the heads'
-        effect alone; with W at fit, ``model_final_`` at X; with X=None at fit, the mean over
-        the fitted units (shape (1, ...)). With ``debias="aipw"``, plus the constant that makes
+        ``final_blend=False`` the heads' effect alone; with W at fit, ``model_final_`` at X;
+        with X=None at fit, the mean over the fitted units (shape (1, ...)). With ``debias="aipw"``, plus the constant that makes
         the mean over the fitted units the AIPW ATE (``average_effect``).
         """
         fitted = self._check_fitted()

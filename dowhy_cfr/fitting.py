@@ -609,9 +609,8 @@ def fit_blend(train: np.ndarray, model, seeds: list, stage: DebiasedStage) -> Bl
     out-of-fold effects and the calibration test of their variation
     (:func:`~dowhy_cfr.nuisance.blend_weights`, :func:`~dowhy_cfr.nuisance.heterogeneity_test`),
     and the shift that makes the mean over the fitted units the AIPW average effect; where a
-    constant effect is chosen, also
-    the mix it beat (its weights and shift: the intervals account for the choice). Deterministic
-    given the seeds (a loaded model refits it)."""
+    constant effect is chosen, also the mix it beat (its weights and shift: the intervals
+    account for the choice). Deterministic given the seeds (a loaded model refits it)."""
     scores = aipw_scores(stage.y, stage.arms, stage.mu, stage.e)
     pseudo = scores[:, 1:] - scores[:, :1]
     models = cross_fit_dr_learner(model, stage.x, pseudo, train, seeds)

@@ -55,8 +55,8 @@ _CONSTANT = ("effect(X) of this fit is a constant, the doubly robust ATE at ever
              "calibration test of the out-of-fold effects of the blend of the heads and the "
              "doubly robust regression (lam = {lam:.2f}) did not show that the effect varies "
              "(slope {kappa:.2f}, one-sided p = {p:.2g}; blend_test_, effect_model_). Its "
-             "pointwise intervals therefore "
-             "hold both the constant's and the blend's at each x (docs/inference.md). If the "
+             "pointwise intervals therefore hold both the constant's and the blend's at each x "
+             "(docs/inference.md). If the "
              "effect may vary: fit with final_blend=False (the heads' own effects) or read "
              "individual_effect(X); test the heterogeneity with best_linear_projection(X); "
              "TARNet() or a lower alpha keep more of it in the representation.")
