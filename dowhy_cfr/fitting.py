@@ -511,7 +511,9 @@ def select_alpha(settings: FitSettings, trained: Trained, data: FitData, propens
     seed = trained.members.seeds[0]
     mu = cross_fit_outcomes(data.xw, data.y, data.arms, n_arms=2, cv=settings.cv,
                             random_state=seed, groups=data.groups)
-    e1 = propensity.e[:, 1]
+    # the clip bounds each arm's probability below only: a treated probability of 1 (a unit
+    # no control resembles) is bounded by the control's clip too, as the scores need 0 < e < 1
+    e1 = np.clip(propensity.e[:, 1], settings.min_propensity, 1 - settings.min_propensity)
     nuisances = Nuisances(e1, e1 * mu[:, 1] + (1 - e1) * mu[:, 0], mu[:, 0], mu[:, 1])
     rows = []
     for k in range(len(tau)):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 import warnings
 
 import numpy as np
@@ -66,9 +67,12 @@ def realistic(args) -> pd.DataFrame:
         for seed in args.seeds:
             data = R._data(design, args.n, seed, settings)
             est = make_estimator("CFR", seed=seed, settings=settings)
+            wall, cpu = time.perf_counter(), time.process_time()
             R._fit(est, "CFR", data, settings, seed)
+            spent = dict(time_s=time.perf_counter() - wall, cpu_s=time.process_time() - cpu,
+                         steps=int(est.fitted_.members.n_iter))
             rows.append(_row(est, data.X, data.test.X, data.test.tau, data.ate, design=design,
-                             seed=seed))
+                             seed=seed, **spent))
             print(rows[-1], flush=True)
     return pd.DataFrame(rows)
 
@@ -134,6 +138,7 @@ def compare(args) -> None:
     group = "design" if "design" in keys and args.by_design else None
     metrics = ["pehe", "pehe_heads", "ate_abs_error", "ate_covered", "ate_width",
                "tau_coverage", "tau_width", "constant"]
+    metrics += [m for m in ("time_s", "cpu_s", "steps") if m in old and m in new]
 
     def summary(g):
         out = {}

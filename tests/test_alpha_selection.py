@@ -55,6 +55,19 @@ def test_fixed_alpha_has_alpha_but_no_scores(confounded):
     assert est.alpha_ == 0.1 and est.alpha_scores_ is None
 
 
+def test_auto_scores_a_propensity_of_one(confounded):
+    """A propensity model that gives some units a treated probability of exactly 1 (a tree
+    that separates the arms): the criteria still score every candidate (the scores bound e
+    within the clip on both sides; it raised in the doubly robust loss before)."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    X, T, Y, _ = confounded
+    est = CFR(alpha="auto", model_propensity=DecisionTreeClassifier(max_depth=None),
+              **TINY).fit(Y, T, X=X)
+    assert np.isfinite(est.alpha_scores_[["r_loss", "dr_loss"]].to_numpy()).all()
+    assert est.alpha_ in ALPHA_GRID
+
+
 @pytest.mark.parametrize("alpha, match", [
     ("best", "'auto'"), ([0.1], "at least two"), ([0.1, -1.0], ">= 0"),
     ([0.1, float("nan")], "finite"), ([0.1, 0.1], "repeats"), ([0.1, "a"], "numbers"),
