@@ -63,7 +63,8 @@ def realistic(args) -> pd.DataFrame:
     settings = dict(n_test=2000, overlap=None, alpha=0.05, tiny=False, n_iter=None,
                     cfr_params=args.cfr_params, cfr_inference="auto")
     rows = []
-    for design in DEFAULT_DESIGNS:
+    designs = DEFAULT_DESIGNS if args.designs is None else R.parse_designs(args.designs)
+    for design in designs:
         for seed in args.seeds:
             data = R._data(design, args.n, seed, settings)
             est = make_estimator("CFR", seed=seed, settings=settings)
@@ -159,6 +160,8 @@ def main():
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("realistic")
     r.add_argument("--n", type=int, default=1500)
+    r.add_argument("--designs", default=None,
+                   help="as the benchmark's --designs (default: the development designs)")
     r.add_argument("--seeds", type=lambda v: [int(s) for s in v.split(",")], default=[0, 1])
     i = sub.add_parser("ihdp")
     i.add_argument("--realizations", type=int, default=100)
