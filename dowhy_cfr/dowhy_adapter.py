@@ -608,7 +608,8 @@ num_quantiles_to_discretize_cont_cols
 class TARNetEstimator(CFREstimator):
     """DoWhy ``CausalEstimator`` for :class:`~dowhy_cfr.TARNet` (``method_name="backdoor.tarnet"``).
 
-    Same parameters as :class:`CFREstimator`; ``init_params`` must not contain ``alpha``.
+    Same parameters as :class:`CFREstimator`; ``init_params`` must not contain ``alpha`` or
+    ``alpha_units``.
     """
 
     _default_model = TARNet

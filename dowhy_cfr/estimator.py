@@ -201,6 +201,14 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         together (``docs/parameters.md``). ``"auto"`` (or a list) selects
         from :data:`dowhy_cfr.core.ALPHA_GRID` (the list) in one stack by the validation R-loss
         (``alpha_``, ``alpha_scores_``, ``docs/parameters.md``). Binary treatments only.
+    alpha_units : int or None, default 1200
+        ``alpha`` applies in full up to this many training units per member (n = 1,500 with the
+        default five cross-fitting members) and in inverse proportion beyond: ``alpha *
+        alpha_units / n_train`` (the penalty regularises, and more data need less of it; at n =
+        4,000 the development designs' best alpha was 0.05; ``docs/parameters.md``, item 21).
+        ``alpha_`` is the weight used. None: ``alpha`` at any size (the paper; ``PAPER_IHDP``).
+        A stream (size unknown) and the candidates of ``alpha="auto"`` or a list use their
+        alphas as given.
     ipm : {"wass", "wass2", "mmd2_lin", "mmd2_rbf"}
         The IPM: entropic Wasserstein-1 (CFR-Wass, the default), the same with squared Euclidean
         cost, squared linear MMD (the paper's CFR-MMD) or unbiased Gaussian-kernel MMD.
@@ -317,7 +325,8 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
     config_ : CFRConfig
         The core configuration used.
     alpha_ : float
-        The alpha used (the selected one with ``alpha="auto"`` or a list).
+        The alpha used: the selected one with ``alpha="auto"`` or a list, else ``alpha`` at the
+        members' training size (``alpha_units``).
     alpha_scores_ : pandas.DataFrame or None
         With ``alpha="auto"`` or a list: per candidate, its validation criteria (``nn_pehe``,
         ``r_loss``, ``dr_loss``; mean over members, lower is better) and ``selected``; else None.
@@ -354,7 +363,7 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
     """
 
     def __init__(
-        self, *, alpha=_D.alpha, ipm=_D.ipm, weight_decay=_D.weight_decay,
+        self, *, alpha=_D.alpha, alpha_units=_D.alpha_units, ipm=_D.ipm, weight_decay=_D.weight_decay,
         rep_weight_decay=_D.rep_weight_decay, n_rep_layers=_D.n_rep_layers, rep_dim=_D.rep_dim,
         n_head_layers=_D.n_head_layers, head_dim=_D.head_dim, normalization=_D.normalization,
         weight_init=_D.weight_init, feature_scaling=_D.feature_scaling, head_form=_D.head_form,
@@ -529,7 +538,7 @@ def _saved_class(cls, name: str, path):
 
 _TARNET_SIGNATURE = inspect.signature(CFR.__init__).replace(
     parameters=[p for name, p in inspect.signature(CFR.__init__).parameters.items()
-                if name != "alpha"]
+                if name not in ("alpha", "alpha_units")]
 )
 
 
@@ -538,7 +547,7 @@ class TARNet(CFR):
 
     The validation history still records the imbalance (``ipm``) of the representation, which
     is what the balance refuter reports. All parameters are those of :class:`CFR` except
-    ``alpha``.
+    ``alpha`` and ``alpha_units``.
 
     Examples
     --------
@@ -552,8 +561,10 @@ class TARNet(CFR):
     """
 
     def __init__(self, **params):
-        if "alpha" in params:
-            raise TypeError("TARNet has no alpha (it is CFR with alpha=0); use CFR(alpha=...)")
+        for name in ("alpha", "alpha_units"):
+            if name in params:
+                raise TypeError(f"TARNet has no {name} (it is CFR with alpha=0); use "
+                                f"CFR({name}=...)")
         defaults = {name: p.default for name, p in _TARNET_SIGNATURE.parameters.items()
                     if name != "self"}
         unknown = set(params) - set(defaults)

@@ -272,3 +272,17 @@ def test_an_ensemble_member_that_diverges_is_dropped_with_a_warning(data, monkey
     assert np.isfinite(est.effect(X[:5])).all()
     with pytest.raises(TrainingDivergedError, match="non-finite"):
         CFR(**{**TINY, "weight_decay": 1e39}).fit(Y, T, X=X)
+
+
+def test_alpha_used_follows_the_members_training_size():
+    """alpha_units: alpha in full up to that many training units per member, in inverse
+    proportion beyond; alpha_ (and config_.alpha, the penalty trained with) is the weight used."""
+    X, T, Y, _ = make_confounded(n=300)
+    est = CFR(**{**TINY, "alpha": 0.3, "alpha_units": 60}).fit(Y, T, X=X)
+    n_train = est.fitted_.members.train_rows.shape[1]
+    assert n_train > 60
+    assert est.alpha_ == est.config_.alpha == pytest.approx(0.3 * 60 / n_train)
+    assert est.alpha == 0.3 and est.alpha_units == 60  # the parameters are left as given
+    assert CFR(**{**TINY, "alpha": 0.3}).fit(Y, T, X=X).alpha_ == 0.3  # n_train < 1200
+    with pytest.raises(TypeError, match="TARNet has no alpha_units"):
+        TARNet(alpha_units=100)

@@ -422,6 +422,30 @@ def test_auto_batch_learning_rate_and_steps_follow_the_training_split(n_train, b
                                              max(100, int(np.ceil(7 * n_train / batch))))
 
 
+@pytest.mark.parametrize("n_train, alpha", [
+    (470, 0.2),  # IHDP's training split: alpha in full
+    (1200, 0.2),  # the realistic suite at n = 1,500 (K-fold members): in full
+    (3200, 0.075),  # n = 4,000: 0.2 * 1200 / 3200
+    (8000, 0.03),  # n = 10,000
+    (None, 0.2),  # a stream of unknown size: as given
+])
+def test_alpha_falls_in_inverse_proportion_beyond_alpha_units(n_train, alpha):
+    cfg = CFRConfig().resolve(n_train)
+    assert cfg.alpha == pytest.approx(alpha)
+    assert cfg.alpha_units is None and cfg.resolve(n_train).alpha == cfg.alpha  # idempotent
+    assert CFRConfig(alpha_units=None).resolve(n_train).alpha == 0.2  # the paper's: any size
+    assert CFRConfig(alpha=0.0).resolve(n_train).alpha == 0.0  # TARNet stays TARNet
+
+
+@pytest.mark.parametrize("value, error, match", [
+    (0, ValueError, "alpha_units=0 is invalid: must be a positive number"),
+    (2.5, TypeError, "alpha_units must be an integer"),
+])
+def test_bad_alpha_units_is_a_clear_error(value, error, match):
+    with pytest.raises(error, match=match):
+        CFRConfig(alpha_units=value).validate()
+
+
 def test_explicit_batch_and_learning_rate_are_kept():
     cfg = CFRConfig(batch_size=64, learning_rate=1e-3).resolve(10**5)
     assert (cfg.batch_size, cfg.learning_rate) == (64, 1e-3)
