@@ -257,9 +257,7 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         Weight units by ``w_i = t_i/(2u) + (1-t_i)/(2(1-u))`` (Algorithm 1, line 2).
     rbf_sigma, wass_lambda, wass_iterations, wass_backprop : float, float, int, bool
         Bandwidth of ``mmd2_rbf`` (kernel ``exp(-||a-b||^2 / sigma^2)``); Sinkhorn's entropic
-        scale (relative to the mean cost), iterations, and whether the gradient goes through
-        Sinkhorn's iterations (True, cfrnet's ``wass_bpt 1``) or holds the transport plan fixed
-        (False, the default: as accurate, and cheaper on large batches).
+        scale (relative to the mean cost), iterations, and backpropagation through the plan.
     scaling : {"standard", "robust", "quantile"}
         How the encoded covariates are scaled (:class:`dowhy_cfr.tabular.FeatureScaler`): mean
         and standard deviation, RealMLP's robust scaling with smooth clipping, or quantiles.

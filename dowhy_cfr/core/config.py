@@ -176,10 +176,7 @@ class CFRConfig:
     rbf_sigma: float = 0.1  # cfrnet rbf_sigma
     wass_lambda: float = 10.0  # cfrnet wass_lambda
     wass_iterations: int = 10  # cfrnet wass_iterations
-    # the gradient with the transport plan held fixed, dW/dM = T (cfrnet wass_bpt 0; ours,
-    # measured: docs/parameters.md, item 22: as accurate as through Sinkhorn's iterations, and
-    # at batches of 400 (n = 4,000) 40 % less CPU a fit); True: through them (cfrnet wass_bpt 1)
-    wass_backprop: bool = False
+    wass_backprop: bool = True  # cfrnet wass_bpt
     loss: str = "mse"  # "mse" (cfrnet l2) or "logloss" (cfrnet log)
     max_eval_units: int = 1024  # validation units in the validation IPM; x64 for the loss (ours)
     scaling: str = "standard"  # covariate scaling before the network (ours; see SCALINGS)
@@ -322,8 +319,7 @@ class CFRConfig:
 #: defaults before issue #30): ``CFR(**PAPER_IHDP)``.
 PAPER_IHDP = dict(alpha=0.05, alpha_units=None, n_rep_layers=3, rep_dim=200, n_head_layers=3,
                   head_dim=100, learning_rate=1e-3, batch_size=100, relative_patience=1.0,
-                  n_ensemble=1, cross_fit=False, feature_scaling=False, ema_decay=0.0,
-                  wass_backprop=True)
+                  n_ensemble=1, cross_fit=False, feature_scaling=False, ema_decay=0.0)
 
 
 def _check_auto(name, value, check, what: str) -> None:

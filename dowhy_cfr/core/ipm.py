@@ -191,8 +191,7 @@ def wasserstein(phi, t, valid=None, *, lam: float = _DEFAULT.wass_lambda,
         Number of Sinkhorn iterations (each updates both scalings).
     backprop : bool
         If True, gradients flow through the transport plan ``T``; if False ``T`` is treated as a
-        constant and only ``M`` is differentiated (the supplement's gradient, Algorithm 2; the
-        package's default since docs/parameters.md, item 22).
+        constant and only ``M`` is differentiated (the supplement's gradient).
     squared : bool
         Use squared Euclidean cost (``"wass2"``) instead of Euclidean cost (``"wass"``).
     check : bool
