@@ -181,6 +181,22 @@ def test_a_model_saved_before_ema_decay_loads_with_the_last_iterate(tmp_path):
     np.testing.assert_array_equal(loaded.effect(X), est.effect(X))
 
 
+def test_a_model_saved_before_alpha_units_refits_with_one_alpha(tmp_path):
+    """Files written before ``alpha_units`` existed were trained with ``alpha`` at any size: they
+    load with ``alpha_units=None`` (a refit trains as they were trained) and predict as saved."""
+    X, T, Y, _ = make_confounded(n=150)
+    est = CFR(**TINY).fit(Y, T, X=X)
+
+    def without_the_option(state, arrays):
+        del state["params"]["alpha_units"], state["config"]["alpha_units"]
+
+    loaded = CFR.load(_rewritten(est.save(tmp_path / "new.cfr"), tmp_path / "old.cfr",
+                                 without_the_option))
+    assert est.alpha_units == 1200 and loaded.alpha_units is None
+    assert loaded.fitted_.config.alpha_units is None and loaded.alpha_ == est.alpha_
+    np.testing.assert_array_equal(loaded.effect(X), est.effect(X))
+
+
 def _rewritten(path, new_path, edit):
     """A copy at ``new_path`` of the saved model ``path`` after ``edit(state, arrays)`` changed
     its JSON state and its arrays in place (a file as another version wrote it)."""
