@@ -289,7 +289,8 @@ def load(path):
     # them: load them as they were (their parameters refit as they were fitted)
     old = {"feature_scaling": False, "ema_decay": 0.0, "alpha_units": None}
     for name, value in old.items():
-        params.setdefault(name, value)
+        if name != "alpha_units" or "alpha" in params:  # TARNet has neither
+            params.setdefault(name, value)
     config = CFRConfig(**{**old, **state["config"]})
     pre = Preprocessing(state["loss"], _get(state, arrays, "scaler", FeatureScaler), arrays["y_mean"],
                         arrays["y_scale"])
