@@ -165,35 +165,25 @@ def test_a_model_saved_before_feature_scaling_loads_as_it_was(tmp_path):
     np.testing.assert_array_equal(loaded.effect(X), est.effect(X))
 
 
-def test_a_model_saved_before_ema_decay_loads_with_the_last_iterate(tmp_path):
-    """Files written before ``ema_decay`` existed were trained on the last iterate: they load
-    with ``ema_decay=0`` (a refit would train as they were trained) and predict as saved."""
+@pytest.mark.parametrize("option, default, before", [
+    ("ema_decay", 0.99, 0.0),  # trained on the last iterate
+    ("alpha_units", 1200, None),  # trained with one alpha at any size
+])
+def test_a_model_saved_before_an_option_loads_as_it_was_trained(tmp_path, option, default,
+                                                                 before):
+    """Files written before ``ema_decay`` or ``alpha_units`` existed were trained without them:
+    they load with the value they were trained with (a refit trains as they were trained) and
+    predict as saved."""
     X, T, Y, _ = make_confounded(n=150)
     est = CFR(**TINY).fit(Y, T, X=X)
 
     def without_the_option(state, arrays):
-        del state["params"]["ema_decay"], state["config"]["ema_decay"]
+        del state["params"][option], state["config"][option]
 
     loaded = CFR.load(_rewritten(est.save(tmp_path / "new.cfr"), tmp_path / "old.cfr",
                                  without_the_option))
-    assert est.ema_decay == 0.99 and loaded.ema_decay == 0.0
-    assert loaded.fitted_.config.ema_decay == 0.0
-    np.testing.assert_array_equal(loaded.effect(X), est.effect(X))
-
-
-def test_a_model_saved_before_alpha_units_refits_with_one_alpha(tmp_path):
-    """Files written before ``alpha_units`` existed were trained with ``alpha`` at any size: they
-    load with ``alpha_units=None`` (a refit trains as they were trained) and predict as saved."""
-    X, T, Y, _ = make_confounded(n=150)
-    est = CFR(**TINY).fit(Y, T, X=X)
-
-    def without_the_option(state, arrays):
-        del state["params"]["alpha_units"], state["config"]["alpha_units"]
-
-    loaded = CFR.load(_rewritten(est.save(tmp_path / "new.cfr"), tmp_path / "old.cfr",
-                                 without_the_option))
-    assert est.alpha_units == 1200 and loaded.alpha_units is None
-    assert loaded.fitted_.config.alpha_units is None and loaded.alpha_ == est.alpha_
+    assert getattr(est, option) == default and getattr(loaded, option) == before
+    assert getattr(loaded.fitted_.config, option) == before and loaded.alpha_ == est.alpha_
     np.testing.assert_array_equal(loaded.effect(X), est.effect(X))
 
 
