@@ -437,6 +437,35 @@ def test_alpha_falls_in_inverse_proportion_beyond_alpha_units(n_train, alpha):
     assert CFRConfig(alpha=0.0).resolve(n_train).alpha == 0.0  # TARNet stays TARNet
 
 
+@pytest.mark.parametrize("n_train, batch_size, backprop", [
+    (470, "auto", True),  # IHDP: batches of 100, the gradient through Sinkhorn's iterations
+    (1600, "auto", True),  # designs A-E at n = 2,000 (K-fold members): unchanged
+    (2001, "auto", False),  # batches of 251: the transport plan held fixed
+    (3200, "auto", False),  # n = 4,000: batches of 400
+    (None, "auto", True),  # a stream: batches of 100
+    (10**5, 150, True),  # a batch set by hand decides too
+    (10**5, 200, False),
+    (150, 400, True),  # a batch larger than the split: the split's 150 units per step
+])
+def test_auto_wass_backprop_follows_the_batch(n_train, batch_size, backprop):
+    cfg = CFRConfig(batch_size=batch_size).resolve(n_train)
+    assert cfg.wass_backprop is backprop
+    assert cfg.ipm_kwargs()["wass_backprop"] is backprop
+    assert cfg.resolve(n_train).wass_backprop is backprop  # idempotent
+    for given in (True, False):  # an explicit choice is kept at every batch
+        assert CFRConfig(batch_size=batch_size, wass_backprop=given).resolve(
+            n_train).wass_backprop is given
+    assert CFRConfig().ipm_kwargs()["wass_backprop"] is True  # unresolved: no gradient asked
+    assert CFRConfig().paper().resolve(n_train).wass_backprop is True  # the authors' wass_bpt 1
+
+
+def test_bad_wass_backprop_is_a_clear_error():
+    with pytest.raises(ValueError, match="wass_backprop='fixed' is invalid: use True"):
+        CFRConfig(wass_backprop="fixed").validate()
+    with pytest.raises(ValueError, match="wass_backprop=1 is invalid"):
+        CFRConfig(wass_backprop=1).validate()
+
+
 @pytest.mark.parametrize("value, error, match", [
     (0, ValueError, "alpha_units=0 is invalid: must be a positive number"),
     (2.5, TypeError, "alpha_units must be an integer"),

@@ -172,7 +172,7 @@ def mmd2_rbf(phi, t, valid=None, *, sigma: float = _DEFAULT.rbf_sigma,
 
 
 def wasserstein(phi, t, valid=None, *, lam: float = _DEFAULT.wass_lambda,
-                n_iter: int = _DEFAULT.wass_iterations, backprop: bool = _DEFAULT.wass_backprop,
+                n_iter: int = _DEFAULT.wass_iterations, backprop: bool = True,
                 squared: bool = False, check: bool = True) -> torch.Tensor:
     """Entropic Sinkhorn approximation of the Wasserstein distance (supplement Algorithm 2)
     between the treated and the control rows of each model.
@@ -233,7 +233,7 @@ def _check_sinkhorn(lam, n_iter) -> None:
 
 def wasserstein_blocks(phi_t: torch.Tensor, phi_c: torch.Tensor, *,
                        lam: float = _DEFAULT.wass_lambda, n_iter: int = _DEFAULT.wass_iterations,
-                       backprop: bool = _DEFAULT.wass_backprop, squared: bool = False,
+                       backprop: bool = True, squared: bool = False,
                        return_plan: bool = False):
     """The Sinkhorn distance between the rows of ``phi_t`` (K, n_t, r) and ``phi_c`` (K, n_c, r)
     (both non-empty), on the (n_t x n_c) cost block; arguments as in :func:`wasserstein`.
@@ -387,7 +387,7 @@ def imbalance(
     rbf_sigma: float = _DEFAULT.rbf_sigma,
     wass_lambda: float = _DEFAULT.wass_lambda,
     wass_iterations: int = _DEFAULT.wass_iterations,
-    wass_backprop: bool = _DEFAULT.wass_backprop,
+    wass_backprop: bool = True,
     check: bool = True,
 ) -> torch.Tensor:
     """The imbalance term ``IPM(Phi|t=0, Phi|t=1)`` selected by name (see ``IPM_NAMES``)."""
@@ -413,7 +413,7 @@ def imbalance_blocks(phi_t: torch.Tensor, phi_c: torch.Tensor, *, ipm: str = _DE
                      rbf_sigma: float = _DEFAULT.rbf_sigma,
                      wass_lambda: float = _DEFAULT.wass_lambda,
                      wass_iterations: int = _DEFAULT.wass_iterations,
-                     wass_backprop: bool = _DEFAULT.wass_backprop) -> torch.Tensor:
+                     wass_backprop: bool = True) -> torch.Tensor:
     """:func:`imbalance` between two groups given as blocks, ``phi_t`` (K, n_t, r) and ``phi_c``
     (K, n_c, r), both non-empty: the Wasserstein terms by :func:`wasserstein_blocks`, the MMDs on
     the two blocks side by side. Returns (K,)."""
