@@ -264,6 +264,12 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         time on batches of 400). "auto": True at batches below 200 units (``batch_size="auto"``
         up to n = 2,500 with the five K-fold members), False from 200 on
         (:data:`dowhy_cfr.core.config.AUTO_PLAN_FIXED_FROM`).
+    ipm_max_units : int or None, default 200
+        The IPM of a training batch uses at most this many of its units, a random subset with
+        each arm (dose stratum) in proportion; the factual loss uses the whole batch. It binds
+        only on batches above 200 units (``batch_size="auto"`` beyond n = 2,500 with the five
+        K-fold members), where it takes about a fifth off a fit at the same accuracy. None: the
+        whole batch (:data:`dowhy_cfr.core.config.IPM_MAX_UNITS`).
     scaling : {"standard", "robust", "quantile"}
         How the encoded covariates are scaled (:class:`dowhy_cfr.tabular.FeatureScaler`): mean
         and standard deviation, RealMLP's robust scaling with smooth clipping, or quantiles.
@@ -381,6 +387,7 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         relative_patience=_D.relative_patience, stop_quorum=_D.stop_quorum,
         reweight_sample=_D.reweight_sample, rbf_sigma=_D.rbf_sigma, wass_lambda=_D.wass_lambda,
         wass_iterations=_D.wass_iterations, wass_backprop=_D.wass_backprop,
+        ipm_max_units=_D.ipm_max_units,
         scaling=_D.scaling, loss="auto", model_final=None, final_blend=True,
         n_ensemble=_D.n_ensemble, debias="aipw", cross_fit=_D.cross_fit,
         model_propensity=None, min_propensity=0.05, cv=5, categories="auto", treatment="auto",

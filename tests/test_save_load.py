@@ -168,10 +168,12 @@ def test_a_model_saved_before_feature_scaling_loads_as_it_was(tmp_path):
 @pytest.mark.parametrize("option, default, before", [
     ("ema_decay", 0.99, 0.0),  # trained on the last iterate
     ("alpha_units", 1200, None),  # trained with one alpha at any size
+    ("ipm_max_units", 200, None),  # trained with the IPM on the whole batch
 ])
 def test_a_model_saved_before_an_option_loads_as_it_was_trained(tmp_path, option, default,
                                                                  before):
-    """Files written before ``ema_decay`` or ``alpha_units`` existed were trained without them:
+    """Files written before ``ema_decay``, ``alpha_units`` or ``ipm_max_units`` existed were
+    trained without them:
     they load with the value they were trained with (a refit trains as they were trained) and
     predict as saved."""
     X, T, Y, _ = make_confounded(n=150)

@@ -459,6 +459,42 @@ def test_auto_wass_backprop_follows_the_batch(n_train, batch_size, backprop):
     assert CFRConfig().paper().resolve(n_train).wass_backprop is True  # the authors' wass_bpt 1
 
 
+def test_ipm_subset_keeps_the_groups_in_proportion():
+    from dowhy_cfr.core.objective import ipm_subset
+
+    blocks = [torch.randn(3, n, 4) for n in (280, 120)]  # a batch of 400, treated share 0.3
+    kept = ipm_subset(blocks, 200)
+    assert [b.shape[1] for b in kept] == [140, 60]
+    for b, k in zip(blocks, kept):  # the first rows: a random subset (the batches' own order)
+        assert torch.equal(k, b[:, : k.shape[1]])
+    strata = [torch.randn(2, 100, 4) for _ in range(4)]  # dose strata: equal stay equal
+    assert [b.shape[1] for b in ipm_subset(strata, 200)] == [50] * 4
+    assert [b.shape[1] for b in ipm_subset([torch.randn(1, 399, 2), torch.randn(1, 1, 2)],
+                                           200)] == [200, 1]  # every group keeps a row
+    assert ipm_subset(blocks, None) is blocks and ipm_subset(blocks, 400) is blocks
+
+
+def test_the_batch_ipm_uses_at_most_ipm_max_units():
+    """Only the batch's IPM changes: a cap at or above the batch trains to the bit as no cap,
+    a binding cap trains otherwise (its IPM on fewer units)."""
+    x, t, y, tr, va = core_data()
+    kw = dict(train_idx=tr[None], val_idx=va[None], seeds=[0])
+    base = {**CORE_SMALL, "alpha": 1.0, "batch_size": 64}
+    runs = {cap: train_cfr(x, t, y, config=CFRConfig(**base, ipm_max_units=cap), **kw)
+            for cap in (None, 64, 16)}
+    full, same, capped = (np.asarray(runs[c].history["val_objective"]) for c in (None, 64, 16))
+    np.testing.assert_array_equal(full, same)
+    assert not np.allclose(full[1:], capped[1:])
+    assert np.isfinite(capped).all()
+
+
+def test_bad_ipm_max_units_is_a_clear_error():
+    with pytest.raises(ValueError, match="ipm_max_units=1 is invalid: the IPM needs"):
+        CFRConfig(ipm_max_units=1).validate()
+    with pytest.raises(TypeError, match="ipm_max_units must be an integer"):
+        CFRConfig(ipm_max_units=2.5).validate()
+
+
 def test_bad_wass_backprop_is_a_clear_error():
     with pytest.raises(ValueError, match="wass_backprop='fixed' is invalid: use True"):
         CFRConfig(wass_backprop="fixed").validate()

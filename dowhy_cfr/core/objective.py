@@ -11,6 +11,7 @@ Training (one mini-batch) and validation (the validation split) evaluate the sam
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -19,7 +20,7 @@ from torch.nn import functional as F
 from .ipm import imbalance, imbalance_blocks
 
 __all__ = ["Eq3Terms", "arm_imbalance", "arm_imbalance_blocks", "eq3", "factual",
-           "factual_loss", "sample_weights", "weighted_loss_sum"]
+           "factual_loss", "ipm_subset", "sample_weights", "weighted_loss_sum"]
 
 
 class Eq3Terms(NamedTuple):
@@ -77,6 +78,19 @@ def arm_imbalance(phi: torch.Tensor, t: torch.Tensor, n_arms: int, ipm_kw: dict)
     for a in range(1, n_arms):
         total = total + imbalance(phi, t == a, (t == a) | (t == 0), check=False, **ipm_kw)
     return total / (n_arms - 1)
+
+
+def ipm_subset(blocks, max_units: int | None):
+    """The rows of a grouped training batch that its IPM uses: ``blocks[g]`` (K, n_g, r) holds
+    group g's rows (an arm, or a dose stratum), in the random order the batches draw them
+    (:class:`~.batches.InMemoryBatches`), so its first rows are a random subset. With more than
+    ``max_units`` rows in all, group g keeps its first ``ceil(n_g * max_units / n)`` (at least
+    one): the groups stay in proportion, and equal groups stay equal. ``max_units=None`` or a
+    smaller batch: the blocks as they are."""
+    total = sum(b.shape[1] for b in blocks)
+    if max_units is None or total <= max_units:
+        return blocks
+    return [b[:, : max(1, math.ceil(b.shape[1] * max_units / total))] for b in blocks]
 
 
 def arm_imbalance_blocks(blocks, ipm_kw: dict) -> torch.Tensor:

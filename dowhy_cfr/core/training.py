@@ -30,7 +30,7 @@ from .dose import DoseNet, bspline_basis, interval_imbalance, interval_imbalance
 from .groups import arm_count_groups
 from .network import CFRNet, predict
 from .objective import (Eq3Terms, arm_imbalance, arm_imbalance_blocks, eq3, factual,
-                        factual_loss, sample_weights, weighted_loss_sum)
+                        factual_loss, ipm_subset, sample_weights, weighted_loss_sum)
 from .stopping import Checkpoints, adam, compact_stack
 
 __all__ = [
@@ -422,7 +422,8 @@ class StackedRun:
                                         self.config.loss)
 
     def _block_imbalance(self, blocks, _group) -> torch.Tensor:
-        return arm_imbalance_blocks(blocks, self.ipm_kw)
+        """The batch's IPM between the arms, on at most ``ipm_max_units`` of its rows."""
+        return arm_imbalance_blocks(ipm_subset(blocks, self.config.ipm_max_units), self.ipm_kw)
 
     def validation_imbalance(self, phi: torch.Tensor) -> torch.Tensor:
         """The IPM between the arms of each model's validation units (``phi``: the first
@@ -587,7 +588,8 @@ class DoseRun(StackedRun):
         return phi_c, (sample_weights(t_c, self.shares) * loss).sum(1)
 
     def _block_imbalance(self, blocks, _group) -> torch.Tensor:
-        return interval_imbalance_blocks(blocks, self.ipm_kw)
+        return interval_imbalance_blocks(ipm_subset(blocks, self.config.ipm_max_units),
+                                         self.ipm_kw)
 
     def validation_imbalance(self, phi: torch.Tensor) -> torch.Tensor:
         """The interval IPM of each model's validation units (the first ``n_ipm_val``)."""
