@@ -173,9 +173,8 @@ def test_a_model_saved_before_feature_scaling_loads_as_it_was(tmp_path):
 def test_a_model_saved_before_an_option_loads_as_it_was_trained(tmp_path, option, default,
                                                                  before):
     """Files written before ``ema_decay``, ``alpha_units`` or ``ipm_max_units`` existed were
-    trained without them:
-    they load with the value they were trained with (a refit trains as they were trained) and
-    predict as saved."""
+    trained without them: they load with the value they were trained with (a refit trains as
+    they were trained) and predict as saved."""
     X, T, Y, _ = make_confounded(n=150)
     est = CFR(**TINY).fit(Y, T, X=X)
 

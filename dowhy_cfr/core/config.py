@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PAPER_IHDP", "ALPHA_GRID", "ALPHA_UNITS", "HEAD_FORMS", "AUTO_BATCH", "AUTO_BATCH_UP_TO", "AUTO_PLAN_FIXED_FROM", "IPM_MAX_UNITS", "AUTO_BATCHES_PER_EPOCH",
+__all__ = ["PAPER_IHDP", "ALPHA_GRID", "ALPHA_UNITS", "HEAD_FORMS", "AUTO_BATCH",
+           "AUTO_BATCH_UP_TO", "AUTO_PLAN_FIXED_FROM", "IPM_MAX_UNITS", "AUTO_BATCHES_PER_EPOCH",
            "AUTO_EPOCHS", "AUTO_LEARNING_RATE", "AUTO_MAX_BATCH", "AUTO_MAX_STEPS",
            "AUTO_MIN_STEPS", "CFRConfig", "IPM_NAMES", "LOSSES", "MIN_WAIT_EPOCHS",
            "NORMALIZATIONS", "SCALINGS", "auto_batch_size", "auto_learning_rate", "auto_n_iter"]
@@ -315,8 +316,9 @@ class CFRConfig:
         """This configuration with every ``"auto"`` resolved for a training split of ``n_train``
         units (None: a stream): ``batch_size`` (:func:`auto_batch_size`), then ``learning_rate``
         at that batch (:func:`auto_learning_rate`), ``n_iter`` (:func:`auto_n_iter`) and
-        ``wass_backprop`` (:data:`AUTO_PLAN_FIXED_FROM`), and ``alpha`` at that size (:meth:`alpha_at`; ``alpha_units`` becomes None, so that a
-        resolved configuration resolves to itself)."""
+        ``wass_backprop`` (:data:`AUTO_PLAN_FIXED_FROM`), and ``alpha`` at that size
+        (:meth:`alpha_at`; ``alpha_units`` becomes None, so that a resolved configuration
+        resolves to itself)."""
         batch = auto_batch_size(n_train) if self.batch_size == "auto" else self.batch_size
         step_batch = batch if n_train is None else min(batch, n_train)
         lr = (auto_learning_rate(step_batch) if self.learning_rate == "auto"
