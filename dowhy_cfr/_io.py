@@ -287,7 +287,8 @@ def load(path):
         params["model_propensity"] = _propensity_from_spec(state["model_propensity"])
     # models saved before feature_scaling / ema_decay / alpha_units / ipm_max_units existed were
     # trained without them: load them as they were (their parameters refit as they were fitted)
-    old = {"feature_scaling": False, "ema_decay": 0.0, "alpha_units": None, "ipm_max_units": None}
+    old = {"feature_scaling": False, "ema_decay": 0.0, "alpha_units": None,
+           "ipm_max_units": None}
     for name, value in old.items():
         if name != "alpha_units" or "alpha" in params:  # TARNet has neither
             params.setdefault(name, value)

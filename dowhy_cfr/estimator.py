@@ -375,7 +375,8 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
     """
 
     def __init__(
-        self, *, alpha=_D.alpha, alpha_units=_D.alpha_units, ipm=_D.ipm, weight_decay=_D.weight_decay,
+        self, *, alpha=_D.alpha, alpha_units=_D.alpha_units, ipm=_D.ipm,
+        weight_decay=_D.weight_decay,
         rep_weight_decay=_D.rep_weight_decay, n_rep_layers=_D.n_rep_layers, rep_dim=_D.rep_dim,
         n_head_layers=_D.n_head_layers, head_dim=_D.head_dim, normalization=_D.normalization,
         weight_init=_D.weight_init, feature_scaling=_D.feature_scaling, head_form=_D.head_form,

@@ -246,10 +246,9 @@ class CFRConfig:
                  "must be in 2..20 (the dose intervals of the interval IPM)")
         _require("alpha", self.alpha, self.alpha >= 0,
                  "the imbalance weight must be >= 0 (0 gives TARNet)")
-        if self.alpha_units is not None:
-            _check_int("alpha_units", self.alpha_units)
-            _require("alpha_units", self.alpha_units, self.alpha_units >= 1,
-                     "must be a positive number of training units, or None (alpha at any size)")
+        _check_optional_int("alpha_units", self.alpha_units, 1,
+                            "must be a positive number of training units, or None (alpha at any "
+                            "size)")
         _require("weight_decay", self.weight_decay, self.weight_decay >= 0, "must be >= 0")
         _require("effect_penalty", self.effect_penalty, self.effect_penalty >= 0, "must be >= 0")
         for name in ("rbf_sigma", "wass_lambda", "weight_init"):
@@ -264,15 +263,11 @@ class CFRConfig:
                  "must be >= 0")
         _require("stop_quorum", self.stop_quorum, 0 < self.stop_quorum <= 1,
                  "must be in (0, 1]; 1 lets every member run to its own early stop")
-        if self.patience is not None:
-            _check_int("patience", self.patience)
-            _require("patience", self.patience, self.patience >= 1,
-                     "must be a positive integer or None (no early stop)")
-        if self.ipm_max_units is not None:
-            _check_int("ipm_max_units", self.ipm_max_units)
-            _require("ipm_max_units", self.ipm_max_units, self.ipm_max_units >= 2,
-                     "the IPM needs at least one unit of each group; give at least 2, or None "
-                     "(the whole batch)")
+        _check_optional_int("patience", self.patience, 1,
+                            "must be a positive integer or None (no early stop)")
+        _check_optional_int("ipm_max_units", self.ipm_max_units, 2,
+                            "the IPM needs at least one unit of each group; give at least 2, or "
+                            "None (the whole batch)")
         _require("wass_backprop", self.wass_backprop,
                  isinstance(self.wass_backprop, bool) or self.wass_backprop == "auto",
                  "use True (the gradient through Sinkhorn's iterations), False (the transport "
@@ -387,3 +382,11 @@ def _check_number(name, value) -> None:
 def _check_int(name, value) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+
+
+def _check_optional_int(name, value, least: int, why: str) -> None:
+    """``value`` is None or an integer of at least ``least`` (else the TypeError of
+    :func:`_check_int`, or a ValueError saying ``why``)."""
+    if value is not None:
+        _check_int(name, value)
+        _require(name, value, value >= least, why)
