@@ -231,9 +231,13 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
     head_form, effect_penalty : {"separate", "effect"}, float
         One head per arm (the paper), or a mean head m and an effect head d (``mu_0 = m - d/2``,
         ``mu_1 = m + d/2``) whose weights' L2 is ``effect_penalty`` x ``weight_decay``.
-    learning_rate, lr_decay, lr_decay_steps : float or "auto", float, int
-        Adam's learning rate ("auto": 2e-3 per 100 units of batch, within 2e-3-8e-3), multiplied
-        by ``lr_decay`` every ``lr_decay_steps`` (1.0: no decay).
+    learning_rate, lr_decay, lr_decay_steps : float or "auto", float or "auto", int
+        Adam's learning rate, multiplied by ``lr_decay`` every ``lr_decay_steps`` (1.0: no
+        decay). Both "auto" (the default): at batches of up to 100 units a fast start, 4e-3
+        shrinking by 0.9 every 100 steps (``docs/parameters.md``, item 25); at larger batches,
+        for a continuous treatment and on a stream 2e-3 per 100 units of batch (up to 8e-3) and
+        cfrnet's 0.97. A learning rate or a decay set by hand turns the fast start off: "auto"
+        then means the latter rule.
     ema_decay : float, default 0.99
         Validation, early stopping and the fitted networks use an exponential moving average of
         the weights with this decay (warmed up over the first steps), which removes most of the

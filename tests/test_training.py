@@ -6,6 +6,7 @@ import torch
 
 from dowhy_cfr.core import CFRConfig, CFRNet, predict, sample_weights, train_cfr
 from dowhy_cfr.core.batches import InMemoryBatches, arm_counts
+from dowhy_cfr.core.config import PAPER_IHDP
 from dowhy_cfr.core.objective import factual_loss
 from dowhy_cfr.core.training import TrainingDivergedError, factual
 from helpers import CORE_SMALL, core_data
@@ -404,22 +405,52 @@ def test_auto_step_limit_is_50_epochs_within_1500_to_3000_steps():
     assert CFRConfig(batch_size=32).resolve(470).n_iter == 1500  # smaller batches keep it
 
 
-@pytest.mark.parametrize("n_train, batch, lr, n_iter", [
-    (470, 100, 2e-3, 1500),  # IHDP's training split: cfrnet's batch, 1,500 steps
-    (1600, 100, 2e-3, 1500),  # designs A-E at n = 2,000 (K-fold members): unchanged
-    (2000, 100, 2e-3, 1500),  # up to 2,000 training units (n = 2,500 with K-fold members)
-    (2001, 251, 5.02e-3, 598),  # then 8 batches per pass, at least 200 units
-    (3200, 400, 8e-3, 400),  # the realistic suite at n = 4,000 (K-fold members)
-    (16000, 400, 8e-3, 2000),  # at most 400 units per step
-    (None, 100, 2e-3, 3000),  # a stream of unknown size
-    (60, 60, 2e-3, 1500),  # a training split smaller than a batch: one batch of it all
+@pytest.mark.parametrize("n_train, batch, lr, decay, n_iter", [
+    (470, 100, 4e-3, 0.9, 1500),  # IHDP's training split: cfrnet's batch, the fast start
+    (1600, 100, 4e-3, 0.9, 1500),  # designs A-E at n = 2,000 (K-fold members)
+    (2000, 100, 4e-3, 0.9, 1500),  # up to 2,000 training units (n = 2,500 with K-fold members)
+    (2001, 251, 5.02e-3, 0.97, 598),  # then 8 batches per pass, at least 200 units
+    (3200, 400, 8e-3, 0.97, 400),  # the realistic suite at n = 4,000 (K-fold members)
+    (16000, 400, 8e-3, 0.97, 2000),  # at most 400 units per step
+    (None, 100, 2e-3, 0.97, 3000),  # a stream of unknown size: the rule before
+    (60, 60, 4e-3, 0.9, 1500),  # a training split smaller than a batch: one batch of it all
 ])
-def test_auto_batch_learning_rate_and_steps_follow_the_training_split(n_train, batch, lr, n_iter):
+def test_auto_batch_learning_rate_and_steps_follow_the_training_split(n_train, batch, lr, decay,
+                                                                      n_iter):
     cfg = CFRConfig().resolve(n_train)
     assert (cfg.batch_size, cfg.n_iter) == (batch, n_iter)
     assert cfg.learning_rate == pytest.approx(lr)
+    assert cfg.lr_decay == pytest.approx(decay)
+    assert cfg.resolve(n_train) == cfg  # a resolved configuration resolves to itself
     assert CFRConfig().min_wait(n_train) == (100 if n_train is None else
                                              max(100, int(np.ceil(7 * n_train / batch))))
+
+
+@pytest.mark.parametrize("params, lr, decay", [
+    ({"learning_rate": 1e-3}, 1e-3, 0.97),  # a rate set by hand keeps cfrnet's decay
+    ({"lr_decay": 0.9}, 2e-3, 0.9),  # a decay set by hand: the linear-scaling rate
+    ({"lr_decay": 1.0}, 2e-3, 1.0),
+    ({"learning_rate": 4e-3, "lr_decay": 0.5}, 4e-3, 0.5),
+    (PAPER_IHDP, 1e-3, 0.97),  # the paper's schedule
+])
+def test_the_fast_start_needs_both_step_settings_auto(params, lr, decay):
+    """The fast start (4e-3 shrinking by 0.9) is learning_rate="auto" with lr_decay="auto" at
+    batches of up to 100 units; setting either by hand gives the rule before it (models saved
+    before it stored lr_decay=0.97, and so refit as they were trained)."""
+    cfg = CFRConfig(**params).resolve(470)
+    assert cfg.batch_size == 100
+    assert (cfg.learning_rate, cfg.lr_decay) == (pytest.approx(lr), pytest.approx(decay))
+    assert not CFRConfig(**params).is_fast_start(100)
+    assert CFRConfig().is_fast_start(100) and not CFRConfig().is_fast_start(101)
+    dose = CFRConfig().resolve(470, dose=True)  # a continuous treatment keeps the rule before
+    assert (dose.learning_rate, dose.lr_decay) == (pytest.approx(2e-3), pytest.approx(0.97))
+
+
+@pytest.mark.parametrize("value, error", [("fast", ValueError), (0.0, ValueError),
+                                          (1.5, ValueError), (True, TypeError)])
+def test_lr_decay_is_checked(value, error):
+    with pytest.raises(error, match="lr_decay"):
+        CFRConfig(lr_decay=value).validate()
 
 
 @pytest.mark.parametrize("n_train, alpha", [
