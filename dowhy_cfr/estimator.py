@@ -232,12 +232,10 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         One head per arm (the paper), or a mean head m and an effect head d (``mu_0 = m - d/2``,
         ``mu_1 = m + d/2``) whose weights' L2 is ``effect_penalty`` x ``weight_decay``.
     learning_rate, lr_decay, lr_decay_steps : float or "auto", float or "auto", int
-        Adam's learning rate, multiplied by ``lr_decay`` every ``lr_decay_steps`` (1.0: no
-        decay). Both "auto" (the default): at batches of up to 100 units a fast start, 4e-3
-        shrinking by 0.9 every 100 steps (``docs/parameters.md``, item 25); at larger batches,
-        for a continuous treatment and on a stream 2e-3 per 100 units of batch (up to 8e-3) and
-        cfrnet's 0.97. A learning rate or a decay set by hand turns the fast start off: "auto"
-        then means the latter rule.
+        Adam's learning rate, times ``lr_decay`` every ``lr_decay_steps`` (1.0: no decay). Both
+        "auto": 4e-3 times 0.9 at batches of up to 100 units (a categorical T in memory;
+        ``docs/parameters.md``, item 25), else 2e-3 per 100 units of batch (at most 8e-3) times
+        cfrnet's 0.97, as when either is set by hand.
     ema_decay : float, default 0.99
         Validation, early stopping and the fitted networks use an exponential moving average of
         the weights with this decay (warmed up over the first steps), which removes most of the
