@@ -440,8 +440,10 @@ def test_the_fast_start_needs_both_step_settings_auto(params, lr, decay):
     cfg = CFRConfig(**params).resolve(470)
     assert cfg.batch_size == 100
     assert (cfg.learning_rate, cfg.lr_decay) == (pytest.approx(lr), pytest.approx(decay))
-    assert not CFRConfig(**params).is_fast_start(100)
-    assert CFRConfig().is_fast_start(100) and not CFRConfig().is_fast_start(101)
+    assert not CFRConfig(**params).is_fast_start(470, 100)
+    assert CFRConfig().is_fast_start(470, 100) and not CFRConfig().is_fast_start(4700, 101)
+    assert not CFRConfig().is_fast_start(None, 100)  # a stream
+    assert not CFRConfig().is_fast_start(470, 100, dose=True)
     dose = CFRConfig().resolve(470, dose=True)  # a continuous treatment keeps the rule before
     assert (dose.learning_rate, dose.lr_decay) == (pytest.approx(2e-3), pytest.approx(0.97))
 

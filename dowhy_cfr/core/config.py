@@ -180,7 +180,7 @@ class CFRConfig:
     effect_penalty: float = 1.0  # "effect": the L2 of the effect heads d_a, times weight_decay
     # Adam's step size: a number, or "auto" (ours, measured): with lr_decay "auto", 4e-3
     # shrinking by 0.9 every 100 steps at batches of up to 100 units (AUTO_FAST_LEARNING_RATE);
-    # at larger batches, or with lr_decay set, auto_learning_rate (cfrnet lrate 1e-3)
+    # else (CFRConfig.is_fast_start) auto_learning_rate (cfrnet lrate 1e-3)
     learning_rate: float | str = "auto"
     # staircase decay, a factor every lr_decay_steps (cfrnet lrate_decay 0.97 every 100 steps);
     # "auto": AUTO_FAST_DECAY with the fast start above, else CFRNET_LR_DECAY
@@ -332,15 +332,12 @@ class CFRConfig:
         units (None: a stream): ``batch_size`` (:func:`auto_batch_size`), then ``learning_rate``
         and ``lr_decay`` at that batch (the fast start, :meth:`is_fast_start`, or
         :func:`auto_learning_rate` and :data:`CFRNET_LR_DECAY`), ``n_iter``
-        (:func:`auto_n_iter`) and
-        ``wass_backprop`` (:data:`AUTO_PLAN_FIXED_FROM`), and ``alpha`` at that size
-        (:meth:`alpha_at`; ``alpha_units`` becomes None, so that a resolved configuration
-        resolves to itself). ``dose``: a continuous treatment's fit, which keeps the rule
-        before the fast start (its average curve lost with it on the IHDP dose design), as a
-        stream (``n_train`` None, not measured with it) does."""
+        (:func:`auto_n_iter`) and ``wass_backprop`` (:data:`AUTO_PLAN_FIXED_FROM`), and
+        ``alpha`` at that size (:meth:`alpha_at`; ``alpha_units`` becomes None, so that a
+        resolved configuration resolves to itself). ``dose``: a continuous treatment's fit."""
         batch = auto_batch_size(n_train) if self.batch_size == "auto" else self.batch_size
         step_batch = batch if n_train is None else min(batch, n_train)
-        fast = self.is_fast_start(step_batch) and not dose and n_train is not None
+        fast = self.is_fast_start(n_train, step_batch, dose=dose)
         if self.learning_rate != "auto":
             lr = self.learning_rate
         else:
@@ -357,12 +354,15 @@ class CFRConfig:
                                    wass_backprop=bool(backprop), alpha=self.alpha_at(n_train),
                                    alpha_units=None)
 
-    def is_fast_start(self, step_batch: int) -> bool:
-        """Whether the step schedule at batches of ``step_batch`` units is the fast start
-        (:data:`AUTO_FAST_LEARNING_RATE` shrinking by :data:`AUTO_FAST_DECAY`): both
-        ``learning_rate`` and ``lr_decay`` "auto", and a batch of at most :data:`AUTO_BATCH`."""
+    def is_fast_start(self, n_train: int | None, step_batch: int, *, dose: bool = False) -> bool:
+        """Whether the step schedule of a training split of ``n_train`` units in batches of
+        ``step_batch`` is the fast start (:data:`AUTO_FAST_LEARNING_RATE` shrinking by
+        :data:`AUTO_FAST_DECAY`): both ``learning_rate`` and ``lr_decay`` "auto", a batch of
+        at most :data:`AUTO_BATCH`, in memory (a stream, ``n_train`` None, was not measured with
+        it) and not a continuous treatment (``dose``: its average curve lost with it on the
+        IHDP dose design)."""
         return (self.learning_rate == "auto" and self.lr_decay == "auto"
-                and step_batch <= AUTO_BATCH)
+                and step_batch <= AUTO_BATCH and n_train is not None and not dose)
 
     def quorum_size(self, n_members: int) -> int:
         """Members of an ensemble of ``n_members`` that must have stopped on their own before the
