@@ -21,13 +21,15 @@ import pandas as pd
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.model_selection import KFold
 
+from dowhy_cfr.debiased import average_effect, plugin_effect
+
 CLIPS = (0.075, 0.1, 0.15)
 
 
 def aipw(y, t, mu, e) -> float:
-    """The AIPW ATE of outcome predictions ``mu`` (n, 2) and propensities ``e`` (n, 2)."""
-    return float(np.mean(mu[:, 1] - mu[:, 0] + (t == 1) / e[:, 1] * (y - mu[:, 1])
-                         - (t == 0) / e[:, 0] * (y - mu[:, 0])))
+    """The AIPW ATE of outcome predictions ``mu`` (n, 2) and propensities ``e`` (n, 2): the
+    package's own estimator (:func:`dowhy_cfr.debiased.average_effect`)."""
+    return average_effect(y, t, mu, e).estimate
 
 
 def hajek(y, t, mu, e) -> float:
@@ -56,8 +58,8 @@ def parts(est, seed: int) -> dict:
     residual = boosted_outcomes(x, y, t, [y - mu[:, 0], y - mu[:, 1]], seed, max_iter=100,
                                 max_leaf_nodes=15)  # a small correction
     boosted = boosted_outcomes(x, y, t, [y, y], seed, max_iter=200, early_stopping=True)
-    row = dict(aipw=float(np.ravel(est.ate())[0]), plugin=float(np.mean(st.mu_plugin[:, 1]
-                                                                      - st.mu_plugin[:, 0])),
+    row = dict(aipw=float(np.ravel(est.ate())[0]),
+               plugin=plugin_effect(t, st.mu_plugin, a1=1, a0=0, target="ate")[0],
                hajek=hajek(y, t, mu, e), aipw_residual=aipw(y, t, mu + residual, e),
                aipw_boosted=aipw(y, t, boosted, e),
                aipw_mean=aipw(y, t, (mu + boosted) / 2, e))
