@@ -233,7 +233,7 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         ``mu_1 = m + d/2``) whose weights' L2 is ``effect_penalty`` x ``weight_decay``.
     learning_rate, lr_decay, lr_decay_steps : float or "auto", float or "auto", int
         Adam's learning rate, times ``lr_decay`` every ``lr_decay_steps`` (1.0: no decay). Both
-        "auto": 4e-3 times 0.9 at batches of up to 100 units (a categorical T in memory;
+        "auto": 4e-3 times 0.9 at batches of up to 100 units (in memory;
         ``docs/parameters.md``, item 25), else 2e-3 per 100 units of batch (at most 8e-3) times
         cfrnet's 0.97, as when either is set by hand.
     ema_decay : float, default 0.99

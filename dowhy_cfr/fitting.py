@@ -358,7 +358,7 @@ def train_members(settings: FitSettings, plans: list, *, datasets: list | None =
     rows, train_rows, val_rows = _member_rows(plans, per, config)
     pre = Preprocessing.fit(loss, xw, y, rows, config.scaling)
     _clamp_batch_size(config, train_rows.shape[1])
-    config = config.resolve(train_rows.shape[1], dose=per[0].dose is not None)
+    config = config.resolve(train_rows.shape[1])
     x = pre.x_tensor(xw)
     dose = None if per[0].dose is None else torch.as_tensor(
         np.stack([d.encoding.scale(d.dose) for d in per]), dtype=torch.float32)

@@ -443,9 +443,6 @@ def test_the_fast_start_needs_both_step_settings_auto(params, lr, decay):
     assert not CFRConfig(**params).is_fast_start(470, 100)
     assert CFRConfig().is_fast_start(470, 100) and not CFRConfig().is_fast_start(4700, 101)
     assert not CFRConfig().is_fast_start(None, 100)  # a stream
-    assert not CFRConfig().is_fast_start(470, 100, dose=True)
-    dose = CFRConfig().resolve(470, dose=True)  # a continuous treatment keeps the rule before
-    assert (dose.learning_rate, dose.lr_decay) == (pytest.approx(2e-3), pytest.approx(0.97))
 
 
 @pytest.mark.parametrize("value, error", [("fast", ValueError), (0.0, ValueError),

@@ -184,8 +184,7 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
     been in the stack (up to float rounding). Only if every model fails is
     ``TrainingDivergedError`` raised.
     """
-    config = config.validate().resolve(None if train_idx is None else train_idx.shape[-1],
-                                       dose=dose is not None)
+    config = config.validate().resolve(None if train_idx is None else train_idx.shape[-1])
     run_class = StackedRun
     if dose is not None:
         if batch_source is not None:
