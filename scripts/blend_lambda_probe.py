@@ -41,16 +41,16 @@ def _robinson(stage):
     return u, np.asarray(stage.y, dtype=float) - (e * stage.mu).sum(1)
 
 
-def _lams(fitted, held_out_mean) -> tuple[float, float]:
+def _lams(fitted, regs: np.ndarray, held_out_mean) -> tuple[float, float]:
     """The R-loss's lam from the out-of-fold effects, and the same corrected for the members'
-    noise (module docstring)."""
-    blend, stage, pre = fitted.blend, fitted.debiased, fitted.preprocessing
+    noise (module docstring); ``regs`` (K, n, 1): each member's regression at the fitted units."""
+    stage, pre = fitted.debiased, fitted.preprocessing
     out = fitted.outputs(pre.x(stage.x))
     h = out[:, 1] - out[:, 0]  # (K, n) each member's heads' effect at the fitted units
-    g = blend.regressions(stage.x)[..., 0]  # (K, n)
+    g = regs[..., 0]  # (K, n)
     k = h.shape[0]
     h_oof = stage.mu[:, 1] - stage.mu[:, 0]
-    g_oof = held_out_mean(blend.regressions(stage.x), blend.train)[:, 0]
+    g_oof = held_out_mean(regs, fitted.blend.train)[:, 0]
     u, r = _robinson(stage)
     d, c = u * (h_oof - g_oof), u * g_oof
     ok = np.isfinite(d) & np.isfinite(c) & np.isfinite(r)
@@ -79,12 +79,13 @@ def probe(design: str, n: int, seed: int) -> dict | None:
     if fitted.blend is None:
         return None
     blend, stage, pre = fitted.blend, fitted.debiased, fitted.preprocessing
-    chosen, corrected = _lams(fitted, held_out_mean)
+    regs = blend.regressions(stage.x)
+    chosen, corrected = _lams(fitted, regs, held_out_mean)
     x_test, tau = data.test.X, data.test.tau
     h_test = fitted.tau(pre.x(x_test))[:, 0]
     g_test = blend.regressions(x_test).mean(0)[:, 0]
     h_fit = fitted.tau(pre.x(stage.x))[:, 0]
-    g_fit = blend.regressions(stage.x).mean(0)[:, 0]
+    g_fit = regs.mean(0)[:, 0]
 
     def pehe(lam: float) -> float:
         shift = stage.theta[0] - np.mean(lam * h_fit + (1 - lam) * g_fit)
