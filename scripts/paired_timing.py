@@ -1,0 +1,68 @@
+"""Two CFR settings fitted back to back on each development design: time and accuracy, paired.
+
+Wall times on a shared 2-core machine drift by a fifth between two runs of the same code, so two
+separate ``crossfit_compare.py`` runs cannot compare the time of a fit. Here each data set is
+fitted with both settings one after the other, in alternating order, and the differences are
+paired (``docs/parameters.md``, item 28)::
+
+    python scripts/paired_timing.py --new '{"eval_every": 20, "patience": 5}'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+import torch
+
+
+def _fit(design: str, n: int, seed: int, params: dict) -> dict:
+    from dowhy_cfr.benchmarks import realistic as R
+    from dowhy_cfr.benchmarks.synthetic import make_estimator
+
+    settings = dict(n_test=2000, overlap=None, alpha=0.05, tiny=False, n_iter=None,
+                    cfr_params=params, cfr_inference="auto")
+    data = R._data(design, n, seed, settings)
+    est = make_estimator("CFR", seed=seed, settings=settings)
+    start = time.perf_counter()
+    R._fit(est, "CFR", data, settings, seed)
+    spent = time.perf_counter() - start
+    tau = data.test.tau
+    return dict(time_s=spent, steps=int(est.fitted_.members.n_iter),
+                pehe=float(np.sqrt(np.mean((np.ravel(est.effect(data.test.X)) - tau) ** 2))),
+                pehe_heads=float(np.sqrt(np.mean(
+                    (np.ravel(est.individual_effect(data.test.X)) - tau) ** 2))))
+
+
+def main():
+    from dowhy_cfr.datasets.realistic import DEFAULT_DESIGNS
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--old", type=json.loads, default={}, help="CFR keyword arguments as JSON")
+    p.add_argument("--new", type=json.loads, required=True, help="CFR keyword arguments as JSON")
+    p.add_argument("--seeds", default="0,1")
+    p.add_argument("--n", type=int, default=1500)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore")
+    rows = []
+    for design in DEFAULT_DESIGNS:
+        for i, seed in enumerate(int(s) for s in args.seeds.split(",")):
+            order = [("old", args.old), ("new", args.new)]
+            for name, params in (order if i % 2 == 0 else order[::-1]):
+                rows.append(dict(design=design, seed=seed, setting=name,
+                                 **_fit(design, args.n, seed, params)))
+                print(rows[-1], flush=True)
+    wide = pd.DataFrame(rows).pivot_table(index=["design", "seed"], columns="setting")
+    for metric in ("pehe", "pehe_heads", "steps", "time_s"):
+        d = wide[metric]["new"] - wide[metric]["old"]
+        print(f"{metric}: {wide[metric]['old'].mean():.4f} -> {wide[metric]['new'].mean():.4f} "
+              f"({d.mean():+.4f} ± {d.std(ddof=1) / np.sqrt(len(d)):.4f})")
+
+
+if __name__ == "__main__":
+    main()
