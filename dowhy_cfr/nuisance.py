@@ -75,7 +75,8 @@ __all__ = ["ONE_THREAD_UNITS", "Propensity", "sklearn_seed", "seeded", "folds",
            "cross_fit_outcomes", "aipw_scores", "arm_log_loss", "clip_propensity",
            "clipped_units", "clipped_warning", "CLIPPED_WARN_SHARE", "SELECTION_FLOOR",
            "BLEND_THREADS_CELLS", "fit_per_arm", "held_out_mean", "cross_fit_dr_learner",
-           "HETEROGENEITY_LEVEL", "HeterogeneityTest", "heterogeneity_test", "blend_weights",
+           "HETEROGENEITY_LEVEL", "HeterogeneityTest", "heterogeneity_test", "robinson_residuals",
+           "blend_weights",
            "GPS", "GPS_BINS", "cross_fit_gps", "cross_fit_dose_outcomes"]
 
 #: Up to this many units the nuisance models are cross-fitted with one BLAS/OpenMP thread: on
@@ -513,8 +514,8 @@ class HeterogeneityTest(NamedTuple):
     pvalue: float
 
 
-def _residuals(y, arms, mu, e):
-    """Robinson's residuals of the R-loss: the treatment indicators' ``u = 1[t = a] - e_a``
+def robinson_residuals(y, arms, mu, e):
+    """Robinson's residuals of the R-loss (Nie & Wager 2021): the treatment indicators' ``u = 1[t = a] - e_a``
     (n, n_arms - 1; ``e`` renormalised) and the outcome's ``r = y - sum_a e_a mu_a``."""
     e = np.asarray(e, dtype=float)
     e = e / e.sum(1, keepdims=True)
@@ -571,7 +572,7 @@ def heterogeneity_test(y, arms, mu, e, tau) -> HeterogeneityTest:
     * X. Nie, S. Wager. "Quasi-oracle estimation of heterogeneous treatment effects."
       Biometrika 108(2), 2021.
     """
-    u, r = _residuals(y, arms, mu, e)
+    u, r = robinson_residuals(y, arms, mu, e)
     f = (u * np.asarray(tau, dtype=float)).sum(1)
     ok = np.isfinite(f) & np.isfinite(r)
     if not ok.any():
@@ -603,7 +604,7 @@ def blend_weights(y, arms, mu, e, heads_oof, reg_oof, *, constant: bool = True) 
     item 9); a shrinkage factor fitted to the same effects would shrink it too.
     ``constant=False`` skips the choice: the mix's weights (the candidate a constant beat).
     Rows with a NaN are left out; (1, 0) when no row is left."""
-    u, r = _residuals(y, arms, mu, e)
+    u, r = robinson_residuals(y, arms, mu, e)
     g = (u * (heads_oof - reg_oof)).sum(1)
     c = (u * reg_oof).sum(1)
     ok = np.isfinite(g) & np.isfinite(c) & np.isfinite(r)

@@ -34,16 +34,11 @@ import torch
 GRID = np.linspace(0.0, 1.0, 21)
 
 
-def _robinson(stage):
-    """The R-loss residuals of a binary fit: ``u = t - e(x)``, ``r = y - m(x)``."""
-    e = stage.e / stage.e.sum(1, keepdims=True)
-    u = (np.asarray(stage.arms) == 1) - e[:, 1]
-    return u, np.asarray(stage.y, dtype=float) - (e * stage.mu).sum(1)
-
-
 def _lams(fitted, regs: np.ndarray, held_out_mean) -> tuple[float, float]:
     """The R-loss's lam from the out-of-fold effects, and the same corrected for the members'
     noise (module docstring); ``regs`` (K, n, 1): each member's regression at the fitted units."""
+    from dowhy_cfr.nuisance import robinson_residuals
+
     stage, pre = fitted.debiased, fitted.preprocessing
     out = fitted.outputs(pre.x(stage.x))
     h = out[:, 1] - out[:, 0]  # (K, n) each member's heads' effect at the fitted units
@@ -51,7 +46,8 @@ def _lams(fitted, regs: np.ndarray, held_out_mean) -> tuple[float, float]:
     k = h.shape[0]
     h_oof = stage.mu[:, 1] - stage.mu[:, 0]
     g_oof = held_out_mean(regs, fitted.blend.train)[:, 0]
-    u, r = _robinson(stage)
+    u, r = robinson_residuals(stage.y, stage.arms, stage.mu, stage.e)
+    u = u[:, 0]  # binary: one column
     d, c = u * (h_oof - g_oof), u * g_oof
     ok = np.isfinite(d) & np.isfinite(c) & np.isfinite(r)
     s1, s2 = np.sum(d[ok] * (r[ok] - c[ok])), np.sum(d[ok] ** 2)
