@@ -1,4 +1,4 @@
-"""Two CFR settings fitted back to back on each development design: time and accuracy, paired.
+"""Two CFR settings fitted back to back on each design: time and accuracy, paired.
 
 Wall times on a shared 2-core machine drift by a fifth between two runs of the same code, so two
 separate ``crossfit_compare.py`` runs cannot compare the time of a fit. Here each data set is
@@ -6,6 +6,7 @@ fitted with both settings one after the other, in alternating order, and the dif
 paired (``docs/parameters.md``, item 28)::
 
     python scripts/paired_timing.py --new '{"eval_every": 20, "patience": 5}'
+    python scripts/paired_timing.py --new '{"eval_every": 20, "patience": 5}' --designs held-out --seeds 0
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def _fit(design: str, n: int, seed: int, params: dict) -> dict:
 
 
 def main():
+    from dowhy_cfr.benchmarks import realistic as R
     from dowhy_cfr.datasets.realistic import DEFAULT_DESIGNS
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -46,17 +48,24 @@ def main():
     p.add_argument("--new", type=json.loads, required=True, help="CFR keyword arguments as JSON")
     p.add_argument("--seeds", default="0,1")
     p.add_argument("--n", type=int, default=1500)
+    p.add_argument("--designs", default=None,
+                   help="as the benchmark's --designs (default: the development designs)")
+    p.add_argument("--out", default=None, help="write the fits' rows to this CSV")
     args = p.parse_args()
+    designs = DEFAULT_DESIGNS if args.designs is None else R.parse_designs(args.designs)
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     rows = []
-    for design in DEFAULT_DESIGNS:
-        for i, seed in enumerate(int(s) for s in args.seeds.split(",")):
-            order = [("old", args.old), ("new", args.new)]
-            for name, params in (order if i % 2 == 0 else order[::-1]):
-                rows.append(dict(design=design, seed=seed, setting=name,
-                                 **_fit(design, args.n, seed, params)))
-                print(rows[-1], flush=True)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    pairs = [(design, seed) for design in designs for seed in seeds]
+    for i, (design, seed) in enumerate(pairs):  # the order alternates from one data set to the next
+        order = [("old", args.old), ("new", args.new)]
+        for name, params in (order if i % 2 == 0 else order[::-1]):
+            rows.append(dict(design=design, seed=seed, setting=name,
+                             **_fit(design, args.n, seed, params)))
+            print(rows[-1], flush=True)
+    if args.out:
+        pd.DataFrame(rows).to_csv(args.out, index=False)
     wide = pd.DataFrame(rows).pivot_table(index=["design", "seed"], columns="setting")
     for metric in ("pehe", "pehe_heads", "steps", "time_s"):
         d = wide[metric]["new"] - wide[metric]["old"]
