@@ -3,10 +3,11 @@
 Wall times on a shared 2-core machine drift by a fifth between two runs of the same code, so two
 separate ``crossfit_compare.py`` runs cannot compare the time of a fit. Here each data set is
 fitted with both settings one after the other, in alternating order, and the differences are
-paired (``docs/parameters.md``, item 28)::
+paired (``docs/parameters.md``, item 28, measured when ``--old`` was the default)::
 
-    python scripts/paired_timing.py --new '{"eval_every": 20, "patience": 5}'
-    python scripts/paired_timing.py --new '{"eval_every": 20, "patience": 5}' --designs held-out --seeds 0
+    python scripts/paired_timing.py --old '{"eval_every": 10, "patience": 10}' --new '{}'
+    python scripts/paired_timing.py --old '{"eval_every": 10, "patience": 10}' --new '{}' \
+        --designs held-out --seeds 0
 """
 
 from __future__ import annotations
