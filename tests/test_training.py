@@ -359,14 +359,15 @@ def test_early_stopping_waits_at_least_seven_epochs():
     passes over the training split, whichever is longer; the step floor alone for a stream."""
     from dowhy_cfr.core.config import MIN_WAIT_EPOCHS
 
-    cfg = CFRConfig(batch_size=100)  # patience 10, eval_every 10
+    cfg = CFRConfig(batch_size=100)  # patience 5, eval_every 20
     assert MIN_WAIT_EPOCHS == 7
     assert cfg.min_wait(470) == 100  # IHDP's training split: 7 epochs are 33 steps
     assert cfg.min_wait(1400) == 100  # n = 2,000: 98 steps
     assert cfg.min_wait(7000) == 490  # n = 10,000: 100 steps would be 1.4 epochs
     assert cfg.min_wait(None) == 100  # a stream of unknown size
     assert CFRConfig(patience=None).min_wait(7000) is None  # never stops
-    assert CFRConfig(patience=80).min_wait(7000) == 800
+    assert CFRConfig(patience=80, eval_every=10).min_wait(7000) == 800
+    assert CFRConfig(patience=80).min_wait(7000) == 1600  # 80 evaluations of the default 20 steps
 
 
 def test_a_large_training_split_waits_its_epochs():
