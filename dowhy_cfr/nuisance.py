@@ -515,8 +515,9 @@ class HeterogeneityTest(NamedTuple):
 
 
 def robinson_residuals(y, arms, mu, e):
-    """Robinson's residuals of the R-loss (Nie & Wager 2021): the treatment indicators' ``u = 1[t = a] - e_a``
-    (n, n_arms - 1; ``e`` renormalised) and the outcome's ``r = y - sum_a e_a mu_a``."""
+    """Robinson's residuals of the R-loss (Nie & Wager 2021): the treatment indicators'
+    ``u = 1[t = a] - e_a`` (n, n_arms - 1; ``e`` renormalised) and the outcome's
+    ``r = y - sum_a e_a mu_a``."""
     e = np.asarray(e, dtype=float)
     e = e / e.sum(1, keepdims=True)
     onehot = np.asarray(arms)[:, None] == np.arange(e.shape[1])

@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 
 
-def _pehe(a, b) -> float:
+def pehe(a, b) -> float:
     return float(np.sqrt(np.mean((np.ravel(a) - np.ravel(b)) ** 2)))
 
 
@@ -47,31 +47,40 @@ def _row(est, x_fit, x_test, tau_test, ate_true, w_test=None, **keys) -> dict:
     lo, hi = (float(np.ravel(v)[0]) for v in est.ate_interval(alpha=0.05))
     cov, width = _pointwise(est, x_test, tau_test)
     blend = est.fitted_.blend
-    return dict(**keys, pehe=_pehe(est.effect(x_test), tau_test),
-                pehe_heads=_pehe(est.individual_effect(x_test, w_test), tau_test),
+    return dict(**keys, pehe=pehe(est.effect(x_test), tau_test),
+                pehe_heads=pehe(est.individual_effect(x_test, w_test), tau_test),
                 ate_abs_error=abs(ate - ate_true), ate_covered=float(lo <= ate_true <= hi),
                 ate_width=hi - lo, tau_coverage=cov, tau_width=width,
                 lam=np.nan if blend is None else float(blend.weights[0]),
                 constant=np.nan if blend is None else float(not np.any(blend.weights)))
 
 
-def realistic(args) -> pd.DataFrame:
+def fit_realistic(design: str, n: int, seed: int, cfr_params: dict):
+    """One default-protocol CFR fit on a realistic design: the estimator, the data and the fit's
+    wall and CPU seconds and steps (also ``scripts/paired_timing.py``'s fit)."""
     from dowhy_cfr.benchmarks import realistic as R
     from dowhy_cfr.benchmarks.synthetic import make_estimator
-    from dowhy_cfr.datasets.realistic import DEFAULT_DESIGNS
 
     settings = dict(n_test=2000, overlap=None, alpha=0.05, tiny=False, n_iter=None,
-                    cfr_params=args.cfr_params, cfr_inference="auto")
+                    cfr_params=cfr_params, cfr_inference="auto")
+    data = R._data(design, n, seed, settings)
+    est = make_estimator("CFR", seed=seed, settings=settings)
+    wall, cpu = time.perf_counter(), time.process_time()
+    R._fit(est, "CFR", data, settings, seed)
+    spent = dict(time_s=time.perf_counter() - wall, cpu_s=time.process_time() - cpu,
+                 steps=int(est.fitted_.members.n_iter))
+    return est, data, spent
+
+
+def realistic(args) -> pd.DataFrame:
+    from dowhy_cfr.benchmarks import realistic as R
+    from dowhy_cfr.datasets.realistic import DEFAULT_DESIGNS
+
     rows = []
     designs = DEFAULT_DESIGNS if args.designs is None else R.parse_designs(args.designs)
     for design in designs:
         for seed in args.seeds:
-            data = R._data(design, args.n, seed, settings)
-            est = make_estimator("CFR", seed=seed, settings=settings)
-            wall, cpu = time.perf_counter(), time.process_time()
-            R._fit(est, "CFR", data, settings, seed)
-            spent = dict(time_s=time.perf_counter() - wall, cpu_s=time.process_time() - cpu,
-                         steps=int(est.fitted_.members.n_iter))
+            est, data, spent = fit_realistic(design, args.n, seed, args.cfr_params)
             rows.append(_row(est, data.X, data.test.X, data.test.tau, data.ate, design=design,
                              seed=seed, **spent))
             print(rows[-1], flush=True)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 import warnings
 
 import numpy as np
@@ -23,21 +22,12 @@ import torch
 
 
 def _fit(design: str, n: int, seed: int, params: dict) -> dict:
-    from dowhy_cfr.benchmarks import realistic as R
-    from dowhy_cfr.benchmarks.synthetic import make_estimator
+    from crossfit_compare import fit_realistic, pehe  # this script's folder is on sys.path
 
-    settings = dict(n_test=2000, overlap=None, alpha=0.05, tiny=False, n_iter=None,
-                    cfr_params=params, cfr_inference="auto")
-    data = R._data(design, n, seed, settings)
-    est = make_estimator("CFR", seed=seed, settings=settings)
-    start = time.perf_counter()
-    R._fit(est, "CFR", data, settings, seed)
-    spent = time.perf_counter() - start
-    tau = data.test.tau
-    return dict(time_s=spent, steps=int(est.fitted_.members.n_iter),
-                pehe=float(np.sqrt(np.mean((np.ravel(est.effect(data.test.X)) - tau) ** 2))),
-                pehe_heads=float(np.sqrt(np.mean(
-                    (np.ravel(est.individual_effect(data.test.X)) - tau) ** 2))))
+    est, data, spent = fit_realistic(design, n, seed, params)
+    x, tau = data.test.X, data.test.tau
+    return dict(**spent, pehe=pehe(est.effect(x), tau),
+                pehe_heads=pehe(est.individual_effect(x), tau))
 
 
 def main():
