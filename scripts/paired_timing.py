@@ -8,12 +8,21 @@ paired (``docs/parameters.md``, item 28, measured when ``--old`` was the default
     python scripts/paired_timing.py --old '{"eval_every": 10, "patience": 10}' --new '{}'
     python scripts/paired_timing.py --old '{"eval_every": 10, "patience": 10}' --new '{}' \
         --designs held-out --seeds 0
+
+Two versions of the code (``--old-path``, ``--new-path``: checkouts put first on ``sys.path``)
+are fitted in two worker processes, one per version, that take turns; each worker fits one data
+set before the first timed one, so neither times the warm-up of a new process (item 29)::
+
+    python scripts/paired_timing.py --old-path /tmp/base --new-path . --new '{}'
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -30,6 +39,37 @@ def _fit(design: str, n: int, seed: int, params: dict) -> dict:
                 pehe_heads=pehe(est.individual_effect(x), tau))
 
 
+class _Worker:
+    """A process fitting with the package at ``path`` (first on its ``sys.path``): one JSON job
+    a line on its stdin, one JSON row a line on its stdout."""
+
+    def __init__(self, path: str, n: int):
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [os.path.abspath(path), os.environ.get("PYTHONPATH", "")])}
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve",
+                                      "--n", str(n), "--new", "{}"], env=env, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def fit(self, design: str, seed: int, params: dict) -> dict:
+        self.proc.stdin.write(json.dumps([design, seed, params]) + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def _serve(n: int) -> None:
+    """The worker's loop (``--serve``): a warm-up fit, then the jobs of stdin."""
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore")
+    _fit("lalonde-linear", n, 99, {})
+    for line in sys.stdin:
+        design, seed, params = json.loads(line)
+        print(json.dumps(_fit(design, n, seed, params)), flush=True)
+
+
 def main():
     from dowhy_cfr.benchmarks import realistic as R
     from dowhy_cfr.datasets.realistic import DEFAULT_DESIGNS
@@ -42,19 +82,32 @@ def main():
     p.add_argument("--designs", default=None,
                    help="as the benchmark's --designs (default: the development designs)")
     p.add_argument("--out", default=None, help="write the fits' rows to this CSV")
+    p.add_argument("--old-path", default=None, help="fit --old with the package in this checkout")
+    p.add_argument("--new-path", default=None, help="fit --new with the package in this checkout")
+    p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.serve:
+        return _serve(args.n)
     designs = DEFAULT_DESIGNS if args.designs is None else R.parse_designs(args.designs)
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     rows = []
     seeds = [int(s) for s in args.seeds.split(",")]
     pairs = [(design, seed) for design in designs for seed in seeds]
+    workers = None
+    if args.old_path or args.new_path:
+        here = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir)
+        workers = {name: _Worker(path or here, args.n)
+                   for name, path in (("old", args.old_path), ("new", args.new_path))}
     for i, (design, seed) in enumerate(pairs):  # the order alternates from one data set to the next
         order = [("old", args.old), ("new", args.new)]
         for name, params in (order if i % 2 == 0 else order[::-1]):
-            rows.append(dict(design=design, seed=seed, setting=name,
-                             **_fit(design, args.n, seed, params)))
+            row = (_fit(design, args.n, seed, params) if workers is None
+                   else workers[name].fit(design, seed, params))
+            rows.append(dict(design=design, seed=seed, setting=name, **row))
             print(rows[-1], flush=True)
+    for worker in (workers or {}).values():
+        worker.close()
     if args.out:
         pd.DataFrame(rows).to_csv(args.out, index=False)
     wide = pd.DataFrame(rows).pivot_table(index=["design", "seed"], columns="setting")

@@ -953,3 +953,107 @@ def test_validation_sees_the_averaged_weights():
     0.0005 against 0.0091, a twentieth; asserted: below a quarter)."""
     iterate, averaged = _validation_wiggle(0.0), _validation_wiggle(0.99)
     assert averaged < 0.25 * iterate, (averaged, iterate)
+
+
+# ------------------------------------------------------------------ Adam on one buffer (FlatAdam)
+def _stack_loss(net, x):
+    """A loss whose gradient reaches every parameter, summed over the models (independent)."""
+    phi, out = net(x)
+    return out.pow(2).sum() + phi.tanh().sum()
+
+
+def _adam_run(net, opt, x, steps, *, wd=None):
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        _stack_loss(net, x).backward()
+        if wd is not None:
+            net.add_penalty_gradient(wd)
+        opt.step()
+
+
+def test_flat_adam_is_torch_adam_on_one_buffer():
+    """FlatAdam's update is torch.optim.Adam's single-tensor one, element for element (equal to
+    the bit here), and the parameters and gradients stay views of its two buffers."""
+    from dowhy_cfr.core.optim import FlatAdam
+
+    x = torch.randn(3, 20, 5)
+    ours, theirs = (CFRNet(5, [0, 1, 2], rep_dim=8, head_dim=8, feature_scaling=True)
+                    for _ in range(2))
+    opt = FlatAdam(ours.parameters(), 1e-2)
+    ref = torch.optim.Adam(theirs.parameters(), lr=1e-2, foreach=False)
+    _adam_run(ours, opt, x, 30)
+    _adam_run(theirs, ref, x, 30)
+    for p, q in zip(ours.parameters(), theirs.parameters()):
+        assert torch.equal(p, q)
+    start, end = opt.flat.data_ptr(), opt.flat.data_ptr() + opt.flat.numel() * 4
+    assert all(start <= p.data_ptr() < end for p in ours.parameters())
+    gstart = opt.grad.data_ptr()
+    assert all(gstart <= p.grad.data_ptr() < gstart + opt.grad.numel() * 4
+               for p in ours.parameters())
+    assert float(opt.grad.abs().sum()) > 0  # autograd accumulated into the buffer
+
+
+def test_flat_adam_compaction_keeps_each_kept_models_trajectory():
+    """Models 0 and 2 of a stack of three, compacted after 5 of 10 steps, end where each would
+    alone (same seeds, same data): the moments and the step count move with them."""
+    from dowhy_cfr.core.stopping import adam, compact_stack
+
+    x = torch.randn(20, 5)
+    net = CFRNet(5, [7, 8, 9], rep_dim=8, head_dim=8)
+    opt = adam(net.parameters(), 1e-2)
+    _adam_run(net, opt, x.expand(3, -1, -1), 5)
+    opt = compact_stack(net, opt, torch.tensor([True, False, True]))
+    _adam_run(net, opt, x.expand(2, -1, -1), 5)
+    for position, seed in enumerate([7, 9]):
+        alone = CFRNet(5, [seed], rep_dim=8, head_dim=8)
+        _adam_run(alone, adam(alone.parameters(), 1e-2), x.expand(1, -1, -1), 10)
+        for p, q in zip(net.parameters(), alone.parameters()):
+            torch.testing.assert_close(p[position], q[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("include_representation", [False, True])
+def test_flat_penalty_scale_is_the_penalty_gradient(include_representation):
+    """The L2 gradient added on FlatAdam's buffer in one operation equals
+    ``add_penalty_gradient``'s, per parameter (effect heads with their multiplier too)."""
+    from dowhy_cfr.core.optim import FlatAdam
+
+    net = CFRNet(4, [1, 2], rep_dim=8, head_dim=8, head_form="effect", effect_penalty=10.0)
+    wd = torch.tensor([0.3, 2.0])
+    opt = FlatAdam(net.parameters(), 1e-3)
+    opt.add_scaled(net.flat_penalty_scale(wd, include_representation, opt.views))
+    flat = [g.clone() for g in opt.views(opt.grad)]
+    for p in net.parameters():
+        p.grad = None
+    net.add_penalty_gradient(wd, include_representation)
+    for p, g in zip(net.parameters(), flat):
+        expected = torch.zeros_like(p) if p.grad is None else p.grad
+        torch.testing.assert_close(g, expected)
+    assert sum(bool(g.abs().sum() > 0) for g in flat) == 3 + 2 * include_representation
+
+
+def test_weight_average_on_the_flat_buffer_is_the_per_tensor_average():
+    """With FlatAdam the weight average is one operation on its buffer: the same averages as
+    the per-tensor update, before and after compaction."""
+    from dowhy_cfr.core.stopping import adam, compact_stack
+    from dowhy_cfr.core.training import WeightAverage
+
+    x = torch.randn(3, 20, 4)
+    net = CFRNet(4, [0, 1, 2], rep_dim=8, head_dim=8)
+    opt = adam(net.parameters(), 1e-2)
+    flat, plain = WeightAverage(net, 0.9, opt), WeightAverage(net, 0.9)
+    for step in range(1, 6):
+        _adam_run(net, opt, x, 1)
+        flat.update(net, step)
+        plain.update(net, step)
+    for a, b in zip(flat.weights, plain.weights):
+        torch.testing.assert_close(a, b)
+    keep = torch.tensor([False, True, True])
+    opt = compact_stack(net, opt, keep)
+    flat.keep(keep, opt)
+    plain.keep(keep)
+    _adam_run(net, opt, x[1:], 1)
+    flat.update(net, 6)
+    plain.update(net, 6)
+    for a, b, p in zip(flat.weights, plain.weights, net.parameters()):
+        assert a.shape == p.shape
+        torch.testing.assert_close(a, b)

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from .network import CFRNet
+from .optim import FlatAdam
 
 __all__ = ["Checkpoints", "adam", "compact_stack"]
 
@@ -122,38 +123,46 @@ class Checkpoints:
         net.n_models = int(self.store[0].shape[0])
 
 
-def adam(params, lr: float) -> torch.optim.Adam:
-    """Adam with the fused kernel where torch has one for the device (CPU and CUDA since torch
-    2.4), else the ``foreach`` implementation. Both compute the same update, element by element,
-    so stacked models never interact.
+def adam(params, lr: float, *, flat: bool = True):
+    """The stack's Adam: :class:`~.optim.FlatAdam` (every parameter in one buffer, a step in
+    seven tensor operations), or with ``flat=False`` (a wrapped model: distributed training
+    manages the gradients itself) ``torch.optim.Adam`` with the fused kernel where torch has one
+    for the device (CPU and CUDA since torch 2.4), else the ``foreach`` implementation. All
+    compute the same update, element by element, so stacked models never interact.
 
-    The fused CPU kernel is 3-5x faster than ``foreach`` (0.34 against 0.89 ms per step at K = 1,
-    3.9 against 19.5 ms at K = 25, one thread) but rounds the elements of a tensor's scalar tail
-    (its last ``numel % 16``) differently from the vectorised bulk, so a model's update in a stack
-    may differ from its update alone in the last bit: stacked and single fits are equal up to
-    float rounding (:mod:`.training`), not bit for bit."""
+    The fused CPU kernel rounds the elements of a tensor's scalar tail (its last ``numel % 16``)
+    differently from the vectorised bulk, so a model's update in a stack may differ from its
+    update alone in the last bit; :class:`~.optim.FlatAdam`'s element-wise operations may do the
+    same where a model's elements fall in a vectorised block: stacked and single fits are equal
+    up to float rounding (:mod:`.training`), not bit for bit."""
     params = list(params)
+    if flat:
+        return FlatAdam(params, lr)
     try:
         return torch.optim.Adam(params, lr=lr, fused=True)
     except (RuntimeError, TypeError, ValueError):
         return torch.optim.Adam(params, lr=lr, foreach=True)
 
 
-def compact_stack(net: CFRNet, opt: torch.optim.Adam, keep: torch.Tensor) -> torch.optim.Adam:
+def compact_stack(net: CFRNet, opt, keep: torch.Tensor):
     """Keep only the models ``keep`` (bool, current stack positions) in ``net``; returns an Adam
-    optimiser over the new parameters carrying each kept model's moments and step unchanged.
-    (New Parameter objects: autograd caches a leaf's shape, so resizing in place is unsafe.)"""
+    optimiser (of ``opt``'s kind) over the new parameters carrying each kept model's moments and
+    step unchanged. (New Parameter objects: autograd caches a leaf's shape, so resizing in place
+    is unsafe.)"""
     lr = opt.param_groups[0]["lr"]
-    old_state = {id(p): opt.state.get(p, {}) for p in net.parameters()}
+    old_state = {} if isinstance(opt, FlatAdam) else \
+        {id(p): opt.state.get(p, {}) for p in net.parameters()}
     moved = []
     with torch.no_grad():
         for plist in net.parameter_lists():
             for i in range(len(plist)):
                 old = plist[i]
                 plist[i] = torch.nn.Parameter(old.detach()[keep].contiguous())
-                moved.append((old_state[id(old)], plist[i]))
+                moved.append((old_state.get(id(old)), plist[i]))
     net.n_models = int(keep.sum())
-    new_opt = adam(net.parameters(), lr)
+    if isinstance(opt, FlatAdam):
+        return opt.kept(net.parameters(), keep)
+    new_opt = adam(net.parameters(), lr, flat=False)
     for state, new in moved:
         if state:
             new_opt.state[new] = {key: (val[keep].contiguous() if key != "step" else val.clone())

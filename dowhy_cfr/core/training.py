@@ -3,11 +3,12 @@ of Eq. 3 (:mod:`.objective`), for all models at once.
 
 The ``K`` objectives are summed before ``backward()``; since the models share no parameters and
 Adam updates each parameter element on its own, model k follows the trajectory it would follow
-alone with the same seed, up to float rounding: batched kernels (matrix products, ELU, the fused
-Adam update of :func:`.stopping.adam`) may round a model's elements differently in a stack than
-alone, and like any rounding this grows over training (at most 7e-5 in the outputs after 200-300
-steps in the tests). The parts beside the loop: batch sources (:mod:`.batches`),
-checkpoints, early stopping and compaction (:mod:`.stopping`), defaults (:mod:`.config`).
+alone with the same seed, up to float rounding: batched kernels (matrix products, ELU, the Adam
+update on one buffer of :class:`.optim.FlatAdam`) may round a model's elements differently in a
+stack than alone, and like any rounding this grows over training (at most 7e-5 in the outputs
+after 200-300 steps in the tests). The parts beside the loop: batch sources (:mod:`.batches`),
+the optimiser (:mod:`.optim`), checkpoints, early stopping and compaction (:mod:`.stopping`),
+defaults (:mod:`.config`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .groups import arm_count_groups
 from .network import CFRNet, predict
 from .objective import (Eq3Terms, arm_imbalance, arm_imbalance_blocks, eq3, factual,
                         factual_loss, ipm_subset, sample_weights, weighted_loss_sum)
+from .optim import FlatAdam
 from .stopping import Checkpoints, adam, compact_stack
 
 __all__ = [
@@ -299,7 +301,8 @@ class StackedRun:
         if model_wrapper is not None and k != 1:
             raise ValueError("model_wrapper (distributed training) needs a single model (K=1)")
         self.net_forward = self.net if model_wrapper is None else model_wrapper(self.net)
-        self.optimizer = adam(self.net.parameters(), config.learning_rate)
+        self.optimizer = adam(self.net.parameters(), config.learning_rate,
+                              flat=model_wrapper is None)
         if batch_source is None:
             self.batches = InMemoryBatches(
                 self.x, self.t, self.y, train_idx, min(config.batch_size, train_idx.shape[1]),
@@ -327,7 +330,21 @@ class StackedRun:
         self.report = None
         self.evaluator = _Inline()  # where evaluations run (train_cfr: _evaluator)
         self._pending = None  # the evaluation launched and not yet concluded
-        self.ema = WeightAverage(self.net, config.ema_decay) if config.ema_decay > 0 else None
+        self.ema = (WeightAverage(self.net, config.ema_decay, self._flat())
+                    if config.ema_decay > 0 else None)
+        self.l2_scale = self._l2_scale()
+
+    def _flat(self) -> FlatAdam | None:
+        """The optimiser when it keeps the parameters in one buffer (:class:`.optim.FlatAdam`)."""
+        return self.optimizer if isinstance(self.optimizer, FlatAdam) else None
+
+    def _l2_scale(self) -> torch.Tensor | None:
+        """Eq. 3's L2 multipliers laid out as the flat optimiser's buffer (None: no flat
+        optimiser or no L2 term)."""
+        flat = self._flat()
+        if flat is None or not self.use_l2:
+            return None
+        return self.net.flat_penalty_scale(self.wd, self.config.rep_weight_decay, flat.views)
 
     def take(self, v, idx):
         """Rows ``idx`` (K_live, m) of ``v``, shared (n, ...) or per model (K, n, ...)."""
@@ -396,7 +413,9 @@ class StackedRun:
     def add_l2_gradient(self) -> None:
         """Eq. 3's ``lambda * R(h)`` in the training step: ``lambda_k * W`` added to the
         gradients of model k's penalised weights (:meth:`CFRNet.add_penalty_gradient`)."""
-        if self.use_l2:
+        if self.l2_scale is not None:
+            self.optimizer.add_scaled(self.l2_scale)
+        elif self.use_l2:
             self.net.add_penalty_gradient(self.wd, self.config.rep_weight_decay)
 
     @torch.no_grad()
@@ -509,7 +528,7 @@ class StackedRun:
         keep_t = torch.as_tensor(keep, device=self.alpha.device)
         self.optimizer = compact_stack(self.net, self.optimizer, keep_t)
         if self.ema is not None:
-            self.ema.keep(keep_t)
+            self.ema.keep(keep_t, self._flat())
         self.batches.keep(keep_t)
         self._group_models()
         self.alpha, self.wd, self.shares = self.alpha[keep_t], self.wd[keep_t], self.shares[keep_t]
@@ -517,6 +536,7 @@ class StackedRun:
         self.val_idx, self.running = self.val_idx[keep_t], self.running[:, keep_t]
         self.val_ipm_arms = self.val_ipm_arms[keep_t]
         self.live = self.live[keep]
+        self.l2_scale = self._l2_scale()
 
     def _record(self, step: int, train: np.ndarray, terms: Eq3Terms, lr: float) -> None:
         """One row per evaluation; models no longer training get NaN."""
@@ -708,13 +728,27 @@ class WeightAverage:
     (``torch.optim.swa_utils.AveragedModel`` keeps a copy of the module, which the stack's
     compaction would have to slice too; this keeps the averaged tensors only.)"""
 
-    def __init__(self, net: CFRNet, decay: float):
+    def __init__(self, net: CFRNet, decay: float, flat: FlatAdam | None = None):
         self.decay = float(decay)
-        self.weights = [p.detach().clone() for p in net.parameters()]
+        self._follow(list(net.parameters()), flat)
+
+    def _follow(self, weights: list, flat: FlatAdam | None) -> None:
+        """Average ``weights`` (copies become the averages), or with a flat optimiser its whole
+        buffer in one operation (the averages are views of one buffer)."""
+        self.source = None if flat is None else flat.flat
+        if flat is None:
+            self.buffer = None
+            self.weights = [w.detach().clone() for w in weights]
+        else:
+            self.buffer = torch.cat([w.detach().reshape(-1) for w in weights])
+            self.weights = flat.views(self.buffer)
 
     def update(self, net: CFRNet, step: int) -> None:
         beta = min(self.decay, (1.0 + step) / (10.0 + step))
         with torch.no_grad():
+            if self.buffer is not None:
+                self.buffer.lerp_(self.source, 1.0 - beta)
+                return
             for average, p in zip(self.weights, net.parameters()):
                 average.lerp_(p.detach(), 1.0 - beta)
 
@@ -723,9 +757,10 @@ class WeightAverage:
         for p, average in zip(net.parameters(), self.weights):
             p.data = average.clone()
 
-    def keep(self, keep: torch.Tensor) -> None:
-        """Keep the models ``keep`` (bool over the stack), as :func:`.stopping.compact_stack`."""
-        self.weights = [average[keep].contiguous() for average in self.weights]
+    def keep(self, keep: torch.Tensor, flat: FlatAdam | None = None) -> None:
+        """Keep the models ``keep`` (bool over the stack), as :func:`.stopping.compact_stack`
+        (``flat``: the compacted stack's flat optimiser, whose buffer the average follows)."""
+        self._follow([average[keep] for average in self.weights], flat)
 
 
 def _snapshot(net: CFRNet) -> CFRNet:
