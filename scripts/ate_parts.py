@@ -84,11 +84,11 @@ def main():
     rows = []
     for design in R.parse_designs(args.designs):
         for seed in [int(s) for s in args.seeds.split(",")]:
-            data = R._data(design, args.n, seed, settings)
+            data = R.draw_data(design, args.n, seed, settings)
             est = make_estimator("CFR", seed=seed, settings=settings)
-            R._fit(est, "CFR", data, settings, seed)
+            R.fit_method(est, "CFR", data, settings, seed)
             xl = make_estimator("XLearner", seed=seed, settings=settings)
-            R._fit(xl, "XLearner", data, settings, seed)
+            R.fit_method(xl, "XLearner", data, settings, seed)
             rows.append(dict(design=design, seed=seed, ate_true=data.ate,
                              ate_sample=data.ate_sample, **parts(est, seed),
                              xlearner=float(np.ravel(xl.ate(data.X))[0])))

@@ -34,14 +34,13 @@ import torch
 GRID = np.linspace(0.0, 1.0, 21)
 
 
-def _lams(fitted, regs: np.ndarray, held_out_mean) -> tuple[float, float]:
+def _lams(fitted, h: np.ndarray, regs: np.ndarray, held_out_mean) -> tuple[float, float]:
     """The R-loss's lam from the out-of-fold effects, and the same corrected for the members'
-    noise (module docstring); ``regs`` (K, n, 1): each member's regression at the fitted units."""
+    noise (module docstring); ``h`` (K, n): each member's heads' effect at the fitted units,
+    ``regs`` (K, n, 1): each member's regression there."""
     from dowhy_cfr.nuisance import robinson_residuals
 
-    stage, pre = fitted.debiased, fitted.preprocessing
-    out = fitted.outputs(pre.x(stage.x))
-    h = out[:, 1] - out[:, 0]  # (K, n) each member's heads' effect at the fitted units
+    stage = fitted.debiased
     g = regs[..., 0]  # (K, n)
     k = h.shape[0]
     h_oof = stage.mu[:, 1] - stage.mu[:, 0]
@@ -68,19 +67,21 @@ def probe(design: str, n: int, seed: int) -> dict | None:
 
     settings = dict(n_test=2000, overlap=None, alpha=0.05, tiny=False, n_iter=None,
                     cfr_params={}, cfr_inference="auto")
-    data = R._data(design, n, seed, settings)
+    data = R.draw_data(design, n, seed, settings)
     est = make_estimator("CFR", seed=seed, settings=settings)
-    R._fit(est, "CFR", data, settings, seed)
+    R.fit_method(est, "CFR", data, settings, seed)
     fitted = est.fitted_
     if fitted.blend is None:
         return None
     blend, stage, pre = fitted.blend, fitted.debiased, fitted.preprocessing
     regs = blend.regressions(stage.x)
-    chosen, corrected = _lams(fitted, regs, held_out_mean)
+    out = fitted.outputs(pre.x(stage.x))
+    h_members = out[:, 1] - out[:, 0]  # (K, n): computed once, for the lams and h_fit
+    chosen, corrected = _lams(fitted, h_members, regs, held_out_mean)
     x_test, tau = data.test.X, data.test.tau
     h_test = fitted.tau(pre.x(x_test))[:, 0]
     g_test = blend.regressions(x_test).mean(0)[:, 0]
-    h_fit = fitted.tau(pre.x(stage.x))[:, 0]
+    h_fit = h_members.mean(0)
     g_fit = regs.mean(0)[:, 0]
 
     def pehe(lam: float) -> float:

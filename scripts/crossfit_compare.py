@@ -63,10 +63,10 @@ def fit_realistic(design: str, n: int, seed: int, cfr_params: dict):
 
     settings = dict(n_test=2000, overlap=None, alpha=0.05, tiny=False, n_iter=None,
                     cfr_params=cfr_params, cfr_inference="auto")
-    data = R._data(design, n, seed, settings)
+    data = R.draw_data(design, n, seed, settings)
     est = make_estimator("CFR", seed=seed, settings=settings)
     wall, cpu = time.perf_counter(), time.process_time()
-    R._fit(est, "CFR", data, settings, seed)
+    R.fit_method(est, "CFR", data, settings, seed)
     spent = dict(time_s=time.perf_counter() - wall, cpu_s=time.process_time() - cpu,
                  steps=int(est.fitted_.members.n_iter))
     return est, data, spent

@@ -49,8 +49,8 @@ from .synthetic import (CFR_FAMILY, QUARTILE_COLUMNS, cfr_inference, interval_co
                         make_estimator, pointwise_interval, quartile_coverage)
 
 __all__ = ["REALISTIC_METHODS", "ROW_COLUMNS", "DATA_COLUMNS", "VARYING_TAU_SD", "run_one",
-           "data_row", "blend_diagnostics", "run_realistic", "summarize_realistic",
-           "realistic_markdown", "parse_cfr_params", "add_parsers", "run_command"]
+           "draw_data", "fit_method", "data_row", "blend_diagnostics", "run_realistic",
+           "summarize_realistic", "realistic_markdown", "parse_cfr_params", "add_parsers", "run_command"]
 
 #: Methods of the realistic benchmark, in table order.
 REALISTIC_METHODS = ("CFR", "TARNet", "CFR-paper", "XLearner", "TLearner", "SLearner",
@@ -74,14 +74,16 @@ VARYING_TAU_SD = 0.3
 
 
 # ------------------------------------------------------------------------------ one run
-def _data(design: str, n: int, seed: int, settings: dict):
+def draw_data(design: str, n: int, seed: int, settings: dict):
+    """The data set of one run: ``design`` at ``n`` units drawn with ``seed``, and its test units
+    (``settings``: ``n_test``, ``overlap``; :func:`run_one`'s)."""
     return simulate_realistic(design, n, seed=seed, n_test=settings["n_test"],
                               overlap=settings["overlap"])
 
 
 def data_row(design: str, n: int, seed: int, settings: dict) -> dict:
     """What the data set of one run looks like (``DATA_COLUMNS``)."""
-    d = _data(design, n, seed, settings)
+    d = draw_data(design, n, seed, settings)
     spec = DESIGNS[design]
     return dict(design=design, n=int(n), seed=int(seed), table=spec.table, surface=spec.surface,
                 p=int(d.X.shape[1]), with_replacement=bool(d.with_replacement),
@@ -101,7 +103,10 @@ def _interval(est, x, alpha: float):
     return float(np.ravel(lo)[0]), float(np.ravel(hi)[0])
 
 
-def _fit(est, method: str, data, settings: dict, seed: int):
+def fit_method(est, method: str, data, settings: dict, seed: int):
+    """Fit the unfitted estimator ``est`` of ``method`` on ``data`` (:func:`draw_data`) as every
+    run of the benchmark does: X only, and for CFR and TARNet the inference named by
+    ``settings["cfr_inference"]``. Returns ``est``."""
     if method in CFR_FAMILY:
         return est.fit(data.Y, data.T, X=data.X,
                        inference=cfr_inference(settings["cfr_inference"], seed))
@@ -152,7 +157,8 @@ def _warm_up(method: str, design: str, seed: int, settings: dict) -> None:
         return
     _WARM.add(method)
     data = simulate_realistic(design, 500, seed=seed, n_test=10)
-    _fit(make_estimator(method, seed=seed, settings=settings), method, data, settings, seed)
+    fit_method(make_estimator(method, seed=seed, settings=settings), method, data, settings,
+               seed)
 
 
 def run_one(design: str, n: int, seed: int, method: str, settings: dict) -> dict:
@@ -173,7 +179,7 @@ def run_one(design: str, n: int, seed: int, method: str, settings: dict) -> dict
     row = {c: np.nan for c in ROW_COLUMNS}
     row.update(design=design, surface=DESIGNS[design].surface, n=int(n), seed=int(seed),
                method=method, error="")
-    data = _data(design, n, seed, settings)
+    data = draw_data(design, n, seed, settings)
     row.update(ate_true=data.ate, ate_sample=data.ate_sample, tau_sd=float(np.std(data.test.tau)))
     try:
         with _limits(settings.get("threads", 1)), warnings.catch_warnings():
@@ -181,7 +187,7 @@ def run_one(design: str, n: int, seed: int, method: str, settings: dict) -> dict
             _warm_up(method, design, seed, settings)
             est = make_estimator(method, seed=seed, settings=settings)
             wall, cpu = time.perf_counter(), time.process_time()
-            _fit(est, method, data, settings, seed)
+            fit_method(est, method, data, settings, seed)
             row["time_s"] = time.perf_counter() - wall
             row["cpu_s"] = time.process_time() - cpu
             tau_hat = np.asarray(est.effect(data.test.X), dtype=float).reshape(-1)
