@@ -50,7 +50,8 @@ from .synthetic import (CFR_FAMILY, QUARTILE_COLUMNS, cfr_inference, interval_co
 
 __all__ = ["REALISTIC_METHODS", "ROW_COLUMNS", "DATA_COLUMNS", "VARYING_TAU_SD", "run_one",
            "draw_data", "fit_method", "data_row", "blend_diagnostics", "run_realistic",
-           "summarize_realistic", "realistic_markdown", "parse_cfr_params", "add_parsers", "run_command"]
+           "summarize_realistic", "realistic_markdown", "parse_cfr_params", "add_parsers",
+           "run_command"]
 
 #: Methods of the realistic benchmark, in table order.
 REALISTIC_METHODS = ("CFR", "TARNet", "CFR-paper", "XLearner", "TLearner", "SLearner",

@@ -3,10 +3,12 @@
 A default fit's networks are small (five members of 2 x 32 units) and their step is bound by the
 number of tensor operations, not by arithmetic: ``torch.optim.Adam``'s fused kernel took 0.1 ms
 of a step, its Python wrapper, ``zero_grad``, the weight average and the L2 gradient another
-1.4 ms, one operation per parameter tensor each (``docs/parameters.md``, item 29). :class:`FlatAdam` keeps every parameter of the stack as a view into one contiguous
-buffer and every gradient as a view into another, so Adam's update, the zeroing of the
-gradients, the weight average's update (:meth:`FlatAdam.average`) and the L2 term's gradient
-(:meth:`FlatAdam.add_scaled`) are each one to seven operations on the whole stack.
+1.4 ms, one operation per parameter tensor each (``docs/parameters.md``, item 29).
+:class:`FlatAdam` keeps every parameter of the stack as a view into one contiguous buffer and
+every gradient as a view into another, so Adam's update, the zeroing of the gradients, the
+weight average's update (:class:`~.training.WeightAverage` on :attr:`FlatAdam.flat`) and the L2
+term's gradient (:meth:`FlatAdam.add_scaled`) are each one to seven operations on the whole
+stack.
 
 Adam is element-wise, so the stacked models stay independent, as with ``torch.optim.Adam``.
 """
