@@ -40,7 +40,7 @@ class FlatAdam:
     operation. ``param_groups[0]["lr"]`` is the learning rate, as for a torch optimiser.
 
     With the weight average and the L2 gradient on the same buffer it took the bookkeeping of a
-    default fit's step at n = 1,500 from 1.47 to about 0.3 ms, and a fit 8-9 % less time on the
+    default fit's step at n = 1,500 from 1.47 to about 0.5 ms, and a fit 8-9 % less time on the
     realistic designs, paired (``docs/parameters.md``, item 29).
 
     Parameters
