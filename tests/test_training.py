@@ -1012,7 +1012,7 @@ def test_flat_adam_compaction_keeps_each_kept_models_trajectory():
 
 
 @pytest.mark.parametrize("include_representation", [False, True])
-def test_flat_penalty_scale_is_the_penalty_gradient(include_representation):
+def test_flat_penalty_buffer_is_the_penalty_gradient(include_representation):
     """The L2 gradient added on FlatAdam's buffer in one operation equals
     ``add_penalty_gradient``'s, per parameter (effect heads with their multiplier too)."""
     from dowhy_cfr.core.optim import FlatAdam
@@ -1020,7 +1020,7 @@ def test_flat_penalty_scale_is_the_penalty_gradient(include_representation):
     net = CFRNet(4, [1, 2], rep_dim=8, head_dim=8, head_form="effect", effect_penalty=10.0)
     wd = torch.tensor([0.3, 2.0])
     opt = FlatAdam(net.parameters(), 1e-3)
-    opt.add_scaled(net.flat_penalty_scale(wd, include_representation, opt.views))
+    opt.add_scaled(opt.buffer_of(dict(net.penalty_scales(wd, include_representation))))
     flat = [g.clone() for g in opt.views(opt.grad)]
     for p in net.parameters():
         p.grad = None

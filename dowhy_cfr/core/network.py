@@ -36,7 +36,7 @@ Architecture (Shalit et al. 2017, Fig. 1 and Sec. 5; reference configuration of 
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Sequence
 
 import torch
 from torch import nn
@@ -328,27 +328,14 @@ class CFRNet(nn.Module):
         the gradients of the penalised weights (after ``backward()``). The same gradient as
         autograd's through :meth:`weight_penalty`, without the forward pass over every weight and
         the full-size gradient that autograd would then add to the loss's. ``weight_decay``: (K,).
-        (A :class:`~.optim.FlatAdam` adds it in one operation: :meth:`flat_penalty_scale`.)
+        (With a :class:`~.optim.FlatAdam` the training adds it in one operation, the
+        :meth:`penalty_scales` laid out as its buffer.)
         """
         for w, scale in self.penalty_scales(weight_decay, include_representation):
             if w.grad is None:
                 w.grad = scale * w
             else:
                 w.grad.addcmul_(scale, w)
-
-    @torch.no_grad()
-    def flat_penalty_scale(self, weight_decay: torch.Tensor, include_representation: bool,
-                           views: Callable[[torch.Tensor], list]) -> torch.Tensor:
-        """:meth:`penalty_scales` as one buffer laid out as a :class:`~.optim.FlatAdam`'s
-        (``views`` its :meth:`~.optim.FlatAdam.views`): zero for the unpenalised parameters."""
-        scales = {id(w): scale for w, scale in self.penalty_scales(weight_decay,
-                                                                    include_representation)}
-        buffer = torch.zeros(sum(p.numel() for p in self.parameters()),
-                             dtype=weight_decay.dtype, device=weight_decay.device)
-        for p, view in zip(self.parameters(), views(buffer)):
-            if id(p) in scales:
-                view.copy_(scales[id(p)].expand_as(p))
-        return buffer
 
     def _arm_factor(self, like: torch.Tensor) -> torch.Tensor:
         """Each arm's multiplier of the heads' L2 penalty, (n_arms,)."""

@@ -81,6 +81,16 @@ class FlatAdam:
         """``buffer`` (a flat tensor laid out as :attr:`flat`) as one view per parameter."""
         return [piece.view_as(p) for p, piece in zip(self.params, buffer.split(self.sizes))]
 
+    @torch.no_grad()
+    def buffer_of(self, values: dict) -> torch.Tensor:
+        """A buffer laid out as :attr:`flat`: ``values[p]`` (broadcast to ``p``'s shape) for each
+        parameter ``p`` it names, zero for the others."""
+        buffer = torch.zeros_like(self.flat)
+        for p, view in zip(self.params, self.views(buffer)):
+            if p in values:
+                view.copy_(values[p].expand_as(p))
+        return buffer
+
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Zero every gradient (``set_to_none`` is accepted for torch's signature; the gradients
         stay views of the buffer)."""
@@ -99,8 +109,8 @@ class FlatAdam:
 
     @torch.no_grad()
     def add_scaled(self, scale: torch.Tensor) -> None:
-        """Add ``scale * w`` to the gradients (``scale`` laid out as :attr:`flat`): the gradient
-        of a weighted L2 penalty ``sum scale w^2 / 2``."""
+        """Add ``scale * w`` to the gradients (``scale`` laid out as :attr:`flat`,
+        :meth:`buffer_of`): the gradient of a weighted L2 penalty ``sum scale w^2 / 2``."""
         self.grad.addcmul_(scale, self.flat)
 
     def kept(self, params: Iterable[torch.nn.Parameter], keep: torch.Tensor) -> "FlatAdam":

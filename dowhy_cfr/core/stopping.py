@@ -144,27 +144,17 @@ def adam(params, lr: float, *, flat: bool = True):
         return torch.optim.Adam(params, lr=lr, foreach=True)
 
 
-def compact_stack(net: CFRNet, opt, keep: torch.Tensor):
+def compact_stack(net: CFRNet, opt: FlatAdam, keep: torch.Tensor) -> FlatAdam:
     """Keep only the models ``keep`` (bool, current stack positions) in ``net``; returns an Adam
-    optimiser (of ``opt``'s kind) over the new parameters carrying each kept model's moments and
-    step unchanged. (New Parameter objects: autograd caches a leaf's shape, so resizing in place
-    is unsafe.)"""
-    lr = opt.param_groups[0]["lr"]
-    old_state = {} if isinstance(opt, FlatAdam) else \
-        {id(p): opt.state.get(p, {}) for p in net.parameters()}
-    moved = []
+    optimiser over the new parameters carrying each kept model's moments and step unchanged.
+    (New Parameter objects: autograd caches a leaf's shape, so resizing in place is unsafe.)
+    Only a stack's :class:`~.optim.FlatAdam` compacts: a wrapped model (distributed training,
+    ``torch.optim.Adam``) trains alone, so it never loses models."""
+    if not isinstance(opt, FlatAdam):
+        raise TypeError(f"compact_stack needs the stack's FlatAdam, got {type(opt).__name__}")
     with torch.no_grad():
         for plist in net.parameter_lists():
             for i in range(len(plist)):
-                old = plist[i]
-                plist[i] = torch.nn.Parameter(old.detach()[keep].contiguous())
-                moved.append((old_state.get(id(old)), plist[i]))
+                plist[i] = torch.nn.Parameter(plist[i].detach()[keep].contiguous())
     net.n_models = int(keep.sum())
-    if isinstance(opt, FlatAdam):
-        return opt.kept(net.parameters(), keep)
-    new_opt = adam(net.parameters(), lr, flat=False)
-    for state, new in moved:
-        if state:
-            new_opt.state[new] = {key: (val[keep].contiguous() if key != "step" else val.clone())
-                                  for key, val in state.items()}
-    return new_opt
+    return opt.kept(net.parameters(), keep)

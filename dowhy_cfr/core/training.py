@@ -344,7 +344,8 @@ class StackedRun:
         flat = self._flat()
         if flat is None or not self.use_l2:
             return None
-        return self.net.flat_penalty_scale(self.wd, self.config.rep_weight_decay, flat.views)
+        return flat.buffer_of(dict(self.net.penalty_scales(self.wd,
+                                                           self.config.rep_weight_decay)))
 
     def take(self, v, idx):
         """Rows ``idx`` (K_live, m) of ``v``, shared (n, ...) or per model (K, n, ...)."""
