@@ -239,3 +239,35 @@ def test_one_doubly_robust_score_for_averages_and_metrics():
     a, _ = aipw_terms(y, arms, mu, e, a1=1, a0=0, target="ate")
     np.testing.assert_allclose(a, psi[:, 1] - psi[:, 0])
     np.testing.assert_allclose(dr_pseudo_outcome(y, arms, e1, mu[:, 0], mu[:, 1]), a)
+
+
+def test_propensity_candidates_take_a_dict_of_named_classifiers():
+    """A dict gives the candidates under its keys; an empty dict or a value without
+    ``predict_proba`` gets a clear error naming the argument."""
+    models = nuisance.default_gps_models(0)
+    assert list(nuisance.propensity_candidates(models)) == ["logistic", "boosting"]
+    with pytest.raises(ValueError, match="model_propensity"):
+        nuisance.propensity_candidates({})
+    with pytest.raises(TypeError, match=r"model_propensity\['ols'\]"):
+        nuisance.propensity_candidates({"ols": LinearRegression()})
+
+
+def test_generalised_propensity_boosting_stops_early():
+    """A continuous treatment's GPS selects between the logistic regression and boosting that
+    stops early (eight dose intervals: eight trees a round); the binary propensity stops early
+    only above 10,000 units (scikit-learn's "auto"). Where the dose depends on x through a checkerboard the boosting is kept, and
+    its early stop changes the propensities (so the default is not the fixed-round model)."""
+    assert nuisance.default_gps_models(0)["boosting"].get_params()["early_stopping"] is True
+    assert boosting_propensity_model(0).get_params()["early_stopping"] == "auto"  # above 10,000 units
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(600, 2))
+    dose = np.where(x[:, 0] * x[:, 1] > 0, 1.0, -1.0) + 0.5 * rng.normal(size=600)
+    gps = nuisance.cross_fit_gps(None, x, dose, random_state=0)
+    assert gps.model == "boosting"
+    np.testing.assert_array_equal(gps.proba,
+                                  nuisance.cross_fit_gps("auto", x, dose, random_state=0).proba)
+    fixed = {"logistic": nuisance.logistic_propensity_model(),
+             "boosting": boosting_propensity_model(None)}
+    fixed_gps = nuisance.cross_fit_gps(fixed, x, dose, random_state=0)
+    assert fixed_gps.model == "boosting"
+    assert np.abs(gps.proba - fixed_gps.proba).max() > 1e-3
