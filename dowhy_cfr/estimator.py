@@ -305,11 +305,9 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         "auto": True when ``n_ensemble >= 2``.
     model_propensity, min_propensity, cv : None, str, classifier or list; float; int
         Propensity model (None/"auto": the better by out-of-fold log-loss of a logistic regression
-        and depth-3 boosting, the boosting stopped early for a continuous treatment's
-        generalised propensity; EconML's names "linear", "forest", ..., a list or a dict of
-        classifiers to select from: :func:`dowhy_cfr.nuisance.propensity_candidates`),
-        cross-fitted over ``cv`` stratified folds, clipped below at ``min_propensity`` (default
-        0.05; cv 5).
+        and depth-3 boosting, stopped early for a dose's GPS; EconML's names "linear", "forest",
+        ..., a list or dict to select from: :func:`dowhy_cfr.nuisance.propensity_candidates`),
+        cross-fitted over ``cv`` stratified folds, clipped below at ``min_propensity`` (0.05; cv 5).
     categories : "auto" or list, default "auto"
         Treatment categories; the first is the control arm.
     treatment : {"auto", "categorical", "continuous"}, default "auto"

@@ -719,11 +719,12 @@ def cross_fit_gps(model, x: np.ndarray, dose: np.ndarray, *, n_bins: int = GPS_B
     cross-fitted as a multi-arm treatment's (:func:`cross_fit_propensity`: by default a
     logistic regression and depth-3 boosting stopped early, :func:`default_gps_models`, the one
     with the lower out-of-fold log-loss kept; folds stratified by interval, probabilities
-    clipped below at ``min_propensity``). A density with interval-wise steps is all the doubly robust average
-    curve needs from the GPS (its weights enter a kernel smoother), and a classifier's
-    probabilities are bounded where a location-scale density's ratios are not: on a data set
-    of the VCNet design (n = 500) the average curve's error with a normal GPS of boosted mean
-    was five times the plug-in's, with this one about equal (docs/parameters.md, item 17).
+    clipped below at ``min_propensity``). A density with interval-wise steps is all the doubly
+    robust average curve needs from the GPS (its weights enter a kernel smoother), and a
+    classifier's probabilities are bounded where a location-scale density's ratios are not: on
+    a data set of the VCNet design (n = 500) the average curve's error with a normal GPS of
+    boosted mean was five times the plug-in's, with this one about equal (docs/parameters.md,
+    item 17).
 
     Parameters
     ----------

@@ -255,10 +255,12 @@ def test_propensity_candidates_take_a_dict_of_named_classifiers():
 def test_generalised_propensity_boosting_stops_early():
     """A continuous treatment's GPS selects between the logistic regression and boosting that
     stops early (eight dose intervals: eight trees a round); the binary propensity stops early
-    only above 10,000 units (scikit-learn's "auto"). Where the dose depends on x through a checkerboard the boosting is kept, and
-    its early stop changes the propensities (so the default is not the fixed-round model)."""
+    only above 10,000 units (scikit-learn's "auto"). Where the dose depends on x through a
+    checkerboard the boosting is kept, and its early stop changes the propensities (so the
+    default is not the fixed-round model)."""
     assert nuisance.default_gps_models(0)["boosting"].get_params()["early_stopping"] is True
-    assert boosting_propensity_model(0).get_params()["early_stopping"] == "auto"  # above 10,000 units
+    # the binary candidate: scikit-learn's "auto", early stopping above 10,000 units only
+    assert boosting_propensity_model(0).get_params()["early_stopping"] == "auto"
     rng = np.random.default_rng(3)
     x = rng.normal(size=(600, 2))
     dose = np.where(x[:, 0] * x[:, 1] > 0, 1.0, -1.0) + 0.5 * rng.normal(size=600)
