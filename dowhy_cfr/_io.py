@@ -16,7 +16,7 @@ parameters plus the data it was fitted on, and refitted on load -- deterministic
 scikit-learn's estimators with a fixed ``random_state``. The debiased stage (the fitted units'
 outcomes, arms, outcome predictions, propensities and the units whose propensity was clipped)
 is saved as arrays; a ``model_propensity`` other than the default is saved as its name(s) or
-scikit-learn class and parameters (it is only used at fit).
+scikit-learn class and parameters, a dict of them under their keys (it is only used at fit).
 """
 
 from __future__ import annotations
@@ -78,11 +78,14 @@ def _model_spec(model):
 
 
 def _propensity_spec(spec):
-    """JSON of a ``model_propensity``: None, a name, a classifier's spec, or a list of these."""
+    """JSON of a ``model_propensity``: None, a name, a classifier's spec, a list of these, or a
+    dict of named classifiers (``{"candidates": {name: spec}}``)."""
     if spec is None or isinstance(spec, str):
         return spec
     if isinstance(spec, (list, tuple)):
         return [_propensity_spec(s) for s in spec]
+    if isinstance(spec, dict):
+        return {"candidates": {str(k): _model_spec(m) for k, m in spec.items()}}
     return _model_spec(spec)
 
 
@@ -91,6 +94,8 @@ def _propensity_from_spec(spec):
         return spec
     if isinstance(spec, list):
         return [_propensity_from_spec(s) for s in spec]
+    if "candidates" in spec:
+        return {k: _model_from_spec(m) for k, m in spec["candidates"].items()}
     return _model_from_spec(spec)
 
 

@@ -458,6 +458,12 @@ def test_model_propensity_names_are_saved(tmp_path):
     assert isinstance(loaded.model_propensity[1], RandomForestClassifier)
     assert loaded.model_propensity[1].n_estimators == 20
     np.testing.assert_array_equal(loaded.effect(X), est.effect(X))
+    named = CFR(**SELECT, model_propensity={"lr": LogisticRegression(C=0.5)}).fit(Y, T, X=X, W=W)
+    assert named.propensity_model_ == "lr"
+    back = CFR.load(named.save(tmp_path / "named.zip"))
+    assert list(back.model_propensity) == ["lr"]
+    assert back.model_propensity["lr"].C == 0.5
+    np.testing.assert_array_equal(back.effect(X), named.effect(X))
 
 
 # ============================================================================= test_refit.py
