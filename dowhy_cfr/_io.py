@@ -44,7 +44,7 @@ FORMAT_VERSION = 4  # 2: the fitted units' X block, the final stage's shift, enc
 READABLE_VERSIONS = (2, 3, 4)
 #: The arrays of a dose stage (:class:`~dowhy_cfr.fitted.DoseStage`), None ones left out.
 _DOSE_ARRAYS = ("x", "y", "dose", "grid", "curves", "mu", "plugin_curve", "member_curves",
-                "rho", "weights")
+                "rho", "weights", "knots_t", "knots_u")
 
 
 def _jsonable(v):
@@ -268,8 +268,9 @@ def _blend(state, arrays, stage):
 
 
 def _dose_encoding(spec: dict) -> DoseEncoding:
+    knots = [tuple(float(v) for v in spec.get(k, ())) for k in ("knots_t", "knots_u")]
     return DoseEncoding(float(spec["t_min"]), float(spec["t_max"]),
-                        tuple(float(q) for q in spec["quantiles"]), int(spec["n_strata"]))
+                        tuple(float(q) for q in spec["quantiles"]), int(spec["n_strata"]), *knots)
 
 
 def _dose_stage(state, arrays):
@@ -290,10 +291,10 @@ def load(path):
         params["model_final"] = _model_from_spec(state["model_final"])
     if state.get("model_propensity") is not None:
         params["model_propensity"] = _propensity_from_spec(state["model_propensity"])
-    # models saved before feature_scaling / ema_decay / alpha_units / ipm_max_units existed were
-    # trained without them: load them as they were (their parameters refit as they were fitted)
+    # models saved before feature_scaling / ema_decay / alpha_units / ipm_max_units / dose_scale
+    # existed were trained without them: load them as they were (they refit as they were fitted)
     old = {"feature_scaling": False, "ema_decay": 0.0, "alpha_units": None,
-           "ipm_max_units": None}
+           "ipm_max_units": None, "dose_scale": "range"}
     for name, value in old.items():
         if name != "alpha_units" or "alpha" in params:  # TARNet has neither
             params.setdefault(name, value)

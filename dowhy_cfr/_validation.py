@@ -162,6 +162,20 @@ def as_vector(name: str, a, n: int | None = None, dtype=float) -> np.ndarray:
     return arr
 
 
+def check_treatment_rows(Ts, n_rows: int | None) -> None:
+    """ValueError where a treatment argument of a prediction (``T0``/``T1`` of ``effect``,
+    ``T`` of ``marginal_effect``) holds neither one value nor one per row of X (``n_rows``;
+    None: no X, nothing to check)."""
+    if n_rows is None:
+        return
+    names = ("T0", "T1") if len(Ts) == 2 else ("T",) * len(Ts)
+    for name, T in zip(names, Ts):
+        shape = np.shape(np.asarray(T, dtype=object))
+        if shape and shape[0] != n_rows:
+            raise ValueError(f"{name} has {shape[0]} values for the {n_rows} rows of X: pass one "
+                             f"treatment value as a scalar (used for every row) or one per row")
+
+
 def check_int(name: str, value, minimum: int, maximum: int | None = None) -> int:
     """``value`` as an ``int`` if it is an integer (not a bool) in ``[minimum, maximum)``."""
     ok = not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= minimum

@@ -127,7 +127,8 @@ def loocv_bandwidth(dose, values, grid) -> tuple[float, np.ndarray]:
     r"""The bandwidth of ``grid`` minimising the leave-one-out risk of the local linear fit,
     :math:`\frac1n \sum_i \big((v_i - \hat\theta_h(a_i)) / (1 - W_{ii})\big)^2` with the
     smoother's diagonal :math:`W_{ii} = e_1^T \hat D(a_i)^{-1} e_1 K_h(0) / n` (exact for a
-    linear smoother). Returns the bandwidth and the risk of each candidate."""
+    linear smoother). Returns the bandwidth and the risk of each candidate (infinite where a
+    dose is alone in its window: the leave-one-out fit is undefined there)."""
     dose, values = np.asarray(dose, float), np.asarray(values, float)
     n, risks = len(dose), []
     for h in grid:
@@ -135,13 +136,17 @@ def loocv_bandwidth(dose, values, grid) -> tuple[float, np.ndarray]:
         for start in range(0, n, 512):
             pts = dose[start:start + 512]
             k, u, s0, s1, s2 = _kernel_moments(pts, dose, h)
-            det = s0 * s2 - s1 * s1
-            fit = (s2 * (k * values).mean(1) - s1 * (k * u * values).mean(1)) / det
-            w_ii = s2 / det / (_SQRT_2PI * h) / n
-            total += np.sum(((values[start:start + 512] - fit) / (1.0 - w_ii)) ** 2)
+            with np.errstate(divide="ignore", invalid="ignore"):  # a lone dose: W_ii = 1
+                det = s0 * s2 - s1 * s1
+                fit = (s2 * (k * values).mean(1) - s1 * (k * u * values).mean(1)) / det
+                w_ii = s2 / det / (_SQRT_2PI * h) / n
+                total += np.sum(((values[start:start + 512] - fit) / (1.0 - w_ii)) ** 2)
         risks.append(total / n)
-    risks = np.asarray(risks)
-    return float(np.asarray(grid)[int(np.nanargmin(risks))]), risks
+    # a bandwidth that leaves some dose alone in its window has no finite risk; if every one
+    # does, the widest is taken
+    risks = np.where(np.isfinite(risks), risks, np.inf)
+    best = int(np.argmin(risks)) if np.isfinite(risks).any() else len(risks) - 1
+    return float(np.asarray(grid)[best]), risks
 
 
 def adrf(points, dose, rho, h: float, grid, curves) -> ADRF:

@@ -314,8 +314,8 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         "auto": categorical up to 20 distinct values, continuous (a dose) above, if numeric.
         A continuous T gets one head whose weights are splines of the dose (VCNet), the
         interval IPM (ADMIT) and a doubly robust average curve (``dose_response``;
-        ``docs/dose.md``). ``spline_degree``, ``spline_knots``, ``dose_strata``: its spline and
-        the dose strata of the IPM (defaults: ``CFRConfig``).
+        ``docs/dose.md``). ``spline_degree``, ``spline_knots``, ``dose_strata``, ``dose_scale``:
+        its spline, the IPM's dose strata and the dose's scale (defaults: ``CFRConfig``).
     random_state : int, RandomState or None, default None
         Seed of the weights, the validation split and the mini-batch order.
     device : {"cpu", "cuda", "auto"}, default "cpu"
@@ -390,7 +390,7 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         relative_patience=_D.relative_patience, stop_quorum=_D.stop_quorum,
         reweight_sample=_D.reweight_sample, rbf_sigma=_D.rbf_sigma, wass_lambda=_D.wass_lambda,
         wass_iterations=_D.wass_iterations, wass_backprop=_D.wass_backprop,
-        ipm_max_units=_D.ipm_max_units,
+        ipm_max_units=_D.ipm_max_units, dose_scale=_D.dose_scale,
         scaling=_D.scaling, loss="auto", model_final=None, final_blend=True,
         n_ensemble=_D.n_ensemble, debias="aipw", cross_fit=_D.cross_fit,
         model_propensity=None, min_propensity=0.05, cv=5, categories="auto", treatment="auto",
@@ -434,7 +434,7 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         # EconML converts X to an array here: encode it first (DataFrame columns, categories)
         fitted = self._check_fitted()
         x = None if X is None or fitted.columns.n_x == 0 else fitted.columns.block("X", X)
-        fitted.encoding.check_labels(*Ts)
+        fitted.encoding.check_labels(*Ts, n_rows=None if x is None else len(x))
         if x is None:
             return super()._expand_treatments(X, *Ts, transform=transform)
         return (EncodedX(x), *super()._expand_treatments(x, *Ts, transform=transform)[1:])

@@ -49,7 +49,8 @@ __all__ = ["TreatmentEncoding", "Columns", "Preprocessing", "FittedMembers", "Fi
            "BlendStage", "regressions_at",
            "DebiasedStage", "FittedCFR", "encode_treatment", "standardize", "history_frame",
            "plain", "member_outputs", "effects_of", "EncodedX", "MAX_ARMS", "MIN_DOSE_VALUES",
-           "TREATMENT_KINDS", "DoseEncoding", "DoseStage", "member_dose_outputs"]
+           "TREATMENT_KINDS", "DoseEncoding", "DoseStage", "member_dose_outputs", "dose_knots",
+           "DOSE_KNOTS", "DOSE_RANK_OUTSIDE", "rank_scale"]
 
 #: ``treatment="auto"``: a treatment with more distinct values than this is continuous (if
 #: numeric), one with at most this many categorical (one head per level).
@@ -58,6 +59,15 @@ MAX_ARMS = 20
 #: five coefficient sets, and a column with fewer values is a categorical treatment passed as
 #: continuous by mistake.
 MIN_DOSE_VALUES = 5
+#: At most this many knots of a dose's rank scale (:func:`dose_knots`): every training dose up to
+#: this many units, quantiles beyond (saved with the model, so bounded).
+DOSE_KNOTS = 1001
+#: ``dose_scale="auto"`` takes the rank scale where the median dose lies outside this part of the
+#: range, as a share of it (ours, measured: docs/parameters.md, item 33). The two dose designs'
+#: medians lie at 0.43-0.68 of their ranges, where scaling by the range was the more accurate;
+#: monotone re-expressions of their doses put them at 0.06-0.35 or 0.78-0.90, where the range's
+#: scale lost up to 13 times the average curve's error and the rank scale none.
+DOSE_RANK_OUTSIDE = (0.25, 0.75)
 #: The values of the estimator's ``treatment`` parameter.
 TREATMENT_KINDS = ("auto", "categorical", "continuous")
 
@@ -110,8 +120,11 @@ class TreatmentEncoding:
     def n_arms(self) -> int:
         return len(self.transformer.categories_[0])
 
-    def check_labels(self, *Ts) -> None:
-        """ValueError naming the values of ``Ts`` that are not fitted categories."""
+    def check_labels(self, *Ts, n_rows: int | None = None) -> None:
+        """ValueError naming the values of ``Ts`` that are not fitted categories, or a ``T0``
+        / ``T1`` with neither one value nor ``n_rows`` (``_validation.check_treatment_rows``;
+        a marginal effect's ``T`` only gives EconML its shape here)."""
+        V.check_treatment_rows(Ts if len(Ts) == 2 else (), n_rows)
         cats = self.categories
         for T in Ts:
             values = pd.unique(pd.Series(np.asarray(T, dtype=object).ravel()))
@@ -135,7 +148,7 @@ class TreatmentEncoding:
 
 
 def encode_treatment(t_raw: np.ndarray, categories="auto", treatment: str = "auto",
-                     n_strata: int = 4) -> tuple:
+                     n_strata: int = 4, *, dose_scale: str = "auto") -> tuple:
     """Fit the encoding to the treatment values ``t_raw`` (1-D); returns it and each unit's
     arm (categorical) or dose stratum (continuous: :class:`DoseEncoding`).
 
@@ -149,7 +162,7 @@ def encode_treatment(t_raw: np.ndarray, categories="auto", treatment: str = "aut
     numeric = t_raw.dtype != object and (np.issubdtype(t_raw.dtype, np.number)
                                          or np.issubdtype(t_raw.dtype, np.bool_))
     if treatment == "continuous" or (treatment == "auto" and len(uniq) > MAX_ARMS and numeric):
-        return DoseEncoding.fit(t_raw, len(uniq), categories, n_strata)
+        return DoseEncoding.fit(t_raw, len(uniq), categories, n_strata, dose_scale)
     if len(uniq) < 2:
         raise ValueError(f"T has a single value ({plain(uniq[0])!r}); CFR needs treated and control "
                          f"units")
@@ -179,10 +192,44 @@ def encode_treatment(t_raw: np.ndarray, categories="auto", treatment: str = "aut
     return encoding, arms
 
 
+def dose_knots(dose: np.ndarray, max_knots: int = None) -> tuple[tuple, tuple]:
+    """The knots of the doses' rank scale: up to ``max_knots`` (default :data:`DOSE_KNOTS`)
+    distinct quantiles of ``dose`` (all of them up to that many units) and their positions in
+    [0, 1], the mean quantile level of each (a value shared by many units -- the zeros of a dose
+    that is often 0 -- sits at the middle of its levels), rescaled so that the smallest dose is
+    at 0 and the largest at 1. Linear between the knots, the scale is the doses' empirical
+    distribution function, smoothed: continuous and increasing."""
+    dose = np.asarray(dose, dtype=float)
+    levels = np.linspace(0.0, 1.0, min(max_knots or DOSE_KNOTS, len(dose)))
+    t, inverse = np.unique(np.quantile(dose, levels), return_inverse=True)
+    u = np.bincount(inverse, weights=levels) / np.bincount(inverse)
+    u = (u - u[0]) / (u[-1] - u[0])
+    return tuple(float(v) for v in t), tuple(float(v) for v in u)
+
+
+def rank_scale(dose: np.ndarray, dose_scale: str = "auto") -> bool:
+    """Whether ``dose_scale`` (``CFRConfig.dose_scale``) puts the doses on the rank scale:
+    ``"rank"`` always, ``"range"`` never, ``"auto"`` where the median dose lies outside the
+    middle half of the range (:data:`DOSE_RANK_OUTSIDE`), i.e. where scaling by the range would
+    crowd half of the units into a quarter of it or less (docs/parameters.md, item 33)."""
+    if dose_scale != "auto":
+        return dose_scale == "rank"
+    span = float(dose.max() - dose.min())
+    position = (float(np.median(dose)) - float(dose.min())) / span if span > 0 else 0.5
+    return not DOSE_RANK_OUTSIDE[0] <= position <= DOSE_RANK_OUTSIDE[1]
+
+
 @dataclass(frozen=True)
 class DoseEncoding:
-    """A continuous treatment (a dose): its range at fit, by which doses are scaled to [0, 1]
-    for the network, quantiles for default grids, and the number of equal-count dose strata.
+    """A continuous treatment (a dose): its range at fit, the rank scale by which doses are
+    mapped to [0, 1] for the network and the dose stage (:func:`dose_knots`), quantiles for
+    default grids, and the number of equal-count dose strata.
+
+    The rank scale makes the fit invariant to a monotone re-expression of the dose (mg or
+    log-mg, dollars or log-dollars): the heads' splines and the average curve's smoothing see
+    where a dose lies among the training doses, not its distance in the given units, so a
+    skewed dose spreads over the splines' pieces instead of crowding into the first
+    (docs/parameters.md, item 33). Fits saved before it (``knots_t`` empty) scale by the range.
 
     The strata (:func:`~dowhy_cfr.core.dose.dose_strata`) take the place of arms where the fit
     stratifies: cross-fitting folds, validation splits, mini-batches, and the interval IPM;
@@ -194,12 +241,16 @@ class DoseEncoding:
     t_max: float
     quantiles: tuple  # the doses' 5 %, 50 % and 95 % quantiles at fit
     n_strata: int
+    knots_t: tuple = ()  # the rank scale's knots (dose_knots); () for fits saved before it
+    knots_u: tuple = ()
     continuous = True
     transformer = None
 
     @classmethod
-    def fit(cls, t_raw: np.ndarray, n_unique: int, categories, n_strata: int):
-        """The encoding of the doses ``t_raw`` (checked) and their strata."""
+    def fit(cls, t_raw: np.ndarray, n_unique: int, categories, n_strata: int,
+            dose_scale: str = "auto"):
+        """The encoding of the doses ``t_raw`` (checked) and their strata; ``dose_scale``:
+        :func:`rank_scale`."""
         if not (isinstance(categories, str) and categories == "auto"):
             raise ValueError(f"categories={categories!r} applies to a categorical treatment; a "
                              f"continuous treatment takes categories='auto'")
@@ -216,7 +267,8 @@ class DoseEncoding:
                 f"{max(MIN_DOSE_VALUES, n_strata)}. For a treatment with a few levels pass "
                 f"treatment='categorical' (or leave treatment='auto')")
         q = tuple(float(v) for v in np.quantile(dose, [0.05, 0.5, 0.95]))
-        enc = cls(float(dose.min()), float(dose.max()), q, int(n_strata))
+        knots = dose_knots(dose) if rank_scale(dose, dose_scale) else ()
+        enc = cls(float(dose.min()), float(dose.max()), q, int(n_strata), *knots)
         return enc, dose_strata(dose, n_strata)
 
     @property
@@ -230,12 +282,24 @@ class DoseEncoding:
         return [f"dose stratum {j + 1} of {self.n_strata}" for j in range(self.n_strata)]
 
     def scale(self, dose) -> np.ndarray:
-        """Doses scaled to [0, 1] by the fitted range: the network's input."""
-        return (np.asarray(dose, dtype=float) - self.t_min) / max(self.t_max - self.t_min, 1e-300)
+        """Doses on the rank scale in [0, 1] (:func:`dose_knots`): the network's input; by the
+        fitted range for fits saved before it."""
+        dose = np.asarray(dose, dtype=float)
+        if not self.knots_t:
+            return (dose - self.t_min) / max(self.t_max - self.t_min, 1e-300)
+        return np.interp(dose, self.knots_t, self.knots_u)
 
-    def check_labels(self, *Ts) -> None:
+    def unscale(self, u) -> np.ndarray:
+        """The doses at positions ``u`` in [0, 1] of the scale (:meth:`scale`'s inverse)."""
+        u = np.asarray(u, dtype=float)
+        if not self.knots_t:
+            return self.t_min + u * (self.t_max - self.t_min)
+        return np.interp(u, self.knots_u, self.knots_t)
+
+    def check_labels(self, *Ts, n_rows: int | None = None) -> None:
         """ValueError/TypeError naming doses of ``Ts`` that are not numbers within the fitted
-        range (extrapolation is refused: docs/dose.md)."""
+        range (extrapolation is refused: docs/dose.md), or a wrong number of them (``n_rows``)."""
+        V.check_treatment_rows(Ts, n_rows)
         for T in Ts:
             try:
                 values = np.asarray(T, dtype=float).ravel()
@@ -259,12 +323,15 @@ class DoseEncoding:
         return dose_strata(np.asarray(t, dtype=float), self.n_strata)
 
     def difference_points(self, t) -> tuple[np.ndarray, np.ndarray]:
-        """The doses ``t -/+ delta`` (within the range) of the central difference that
-        ``marginal_effect`` takes, ``delta`` 1 % of the range (one-sided at its ends)."""
-        t = np.asarray(t, dtype=float)
-        delta = 0.01 * (self.t_max - self.t_min)
-        return (np.clip(t - delta, self.t_min, self.t_max),
-                np.clip(t + delta, self.t_min, self.t_max))
+        """The doses 1 % of the scale below and above ``t`` (within the range; one-sided at its
+        ends) of the difference that ``marginal_effect`` takes."""
+        u = self.scale(np.asarray(t, dtype=float))
+        return self.unscale(np.clip(u - 0.01, 0.0, 1.0)), self.unscale(np.clip(u + 0.01, 0.0, 1.0))
+
+    def stage_grid(self, n_points: int) -> np.ndarray:
+        """``n_points`` doses evenly spaced on the scale from the smallest to the largest
+        training dose: where the dose stage evaluates every unit's curve."""
+        return self.unscale(np.linspace(0.0, 1.0, n_points))
 
     def default_grid(self, n_points: int = 50) -> np.ndarray:
         """``n_points`` doses from the 5th to the 95th percentile of the training doses."""
@@ -758,7 +825,10 @@ class DoseStage:
     average). With the doubly robust stage (``debias="aipw"``): the stabilised GPS
     ``weights``, the weighted residuals ``rho`` the average curve's correction smooths, the
     bandwidth ``h`` (leave-one-out cross-validated, times ``undersmooth``) and the
-    generalised propensity's model name; None without it (``debias=None``)."""
+    generalised propensity's model name; None without it (``debias=None``). ``knots_t``,
+    ``knots_u``: the dose encoding's rank scale (:func:`dose_knots`), on which the curves are
+    interpolated and the average curve's correction smoothed (None for fits saved before it:
+    the doses' own units)."""
 
     x: np.ndarray
     y: np.ndarray
@@ -772,21 +842,36 @@ class DoseStage:
     weights: np.ndarray | None = None
     h: float | None = None
     gps_model: str | None = None
+    knots_t: np.ndarray | None = None
+    knots_u: np.ndarray | None = None
 
     @classmethod
     def of(cls, x, y, dose, grid, curves, mu, plugin_curve, member_curves=None, gps=None, *,
-           max_weight: float, undersmooth: float) -> "DoseStage":
+           max_weight: float, undersmooth: float, knots=(None, None)) -> "DoseStage":
         """The stage of the fitted units; with ``gps`` (:class:`~dowhy_cfr.nuisance.GPS`) the
         weighted residuals and the bandwidth. ``member_curves`` (K, G): the K-fold members'
-        mean curves over the fitted units (None: the members are not K-fold bagged)."""
+        mean curves over the fitted units (None: the members are not K-fold bagged);
+        ``knots``: the rank scale's ``(knots_t, knots_u)``."""
+        knots = tuple(None if k is None else np.asarray(k, dtype=float) for k in knots)
+        stage = cls(x, y, dose, grid, curves, mu, plugin_curve, member_curves, knots_t=knots[0],
+                    knots_u=knots[1])
         if gps is None:
-            return cls(x, y, dose, grid, curves, mu, plugin_curve, member_curves)
+            return stage
         weights = gps.weights(dose, max_weight)
         rho = weighted_residuals(y, mu, weights)
-        span = max(float(grid[-1] - grid[0]), 1e-300)
-        h, _ = loocv_bandwidth(dose, rho, [span * b for b in BANDWIDTH_GRID])
-        return cls(x, y, dose, grid, curves, mu, plugin_curve, member_curves, rho, weights,
-                   h * undersmooth, gps.model)
+        u_grid = stage.u(grid)
+        span = max(float(u_grid[-1] - u_grid[0]), 1e-300)
+        h, _ = loocv_bandwidth(stage.u(dose), rho, [span * b for b in BANDWIDTH_GRID])
+        return dataclasses.replace(stage, rho=rho, weights=weights, h=h * undersmooth,
+                                   gps_model=gps.model)
+
+    def u(self, doses) -> np.ndarray:
+        """Doses on the scale the curves are interpolated and smoothed on: the rank scale, or
+        the doses themselves for fits saved before it."""
+        doses = np.asarray(doses, dtype=float)
+        if self.knots_t is None:
+            return doses
+        return np.interp(doses, self.knots_t, self.knots_u)
 
     @property
     def debiased(self) -> bool:
@@ -794,7 +879,7 @@ class DoseStage:
 
     def plugin(self, points) -> np.ndarray:
         """The plug-in average curve (the ensemble's mean over the fitted units) at ``points``."""
-        return np.interp(np.asarray(points, dtype=float), self.grid, self.plugin_curve)
+        return np.interp(self.u(points), self.u(self.grid), self.plugin_curve)
 
     def adrf(self, points) -> ADRF:
         """The doubly robust average dose-response at ``points`` (:func:`dowhy_cfr.adrf.adrf`)
@@ -805,9 +890,11 @@ class DoseStage:
             raise ValueError("the estimator was fitted with debias=None: it has the plug-in "
                              "average curve only (no doubly robust one, no band); refit with "
                              "debias='aipw'")
-        res = adrf(points, self.dose, self.rho, self.h, self.grid, self.curves)
+        res = adrf(self.u(points), self.u(self.dose), self.rho, self.h, self.u(self.grid),
+                   self.curves)
         members = self.member_stderr(points)
-        return res._replace(stderr=np.sqrt(res.stderr ** 2 + members ** 2),
+        return res._replace(points=np.atleast_1d(np.asarray(points, dtype=float)),
+                            stderr=np.sqrt(res.stderr ** 2 + members ** 2),
                             df=self.satterthwaite(res.stderr, members))
 
     def satterthwaite(self, influence_se, member_se):
@@ -829,8 +916,8 @@ class DoseStage:
         """The K-fold members' mean curves over the fitted units at ``points``: (K, P)."""
         if self.member_curves is None:
             return None
-        return np.stack([np.interp(np.asarray(points, float), self.grid, c)
-                         for c in self.member_curves])
+        u, u_grid = self.u(points), self.u(self.grid)
+        return np.stack([np.interp(u, u_grid, c) for c in self.member_curves])
 
     def member_stderr(self, points, contrast: bool = False) -> np.ndarray:
         """The members' delete-a-group jackknife standard error of the network's average curve
@@ -851,8 +938,8 @@ class DoseStage:
         if not self.debiased:
             return np.zeros(points.shape)
         uniq, inverse = np.unique(points.ravel(), return_inverse=True)
-        theta = (np.interp(uniq, self.grid, self.curves.mean(0))
-                 + local_linear(uniq, self.dose, self.rho, self.h)[0])
+        theta = (np.interp(self.u(uniq), self.u(self.grid), self.curves.mean(0))
+                 + local_linear(self.u(uniq), self.u(self.dose), self.rho, self.h)[0])
         return (theta - self.plugin(uniq))[inverse].reshape(points.shape)
 
     def contrast(self, t1: float, t0: float) -> AverageEffect:

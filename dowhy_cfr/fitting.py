@@ -270,9 +270,11 @@ def prepare(settings: FitSettings, Y, T, X, W=None, groups=None) -> FitData:
     columns, x, w = Columns.fit(X, W)
     g = None if groups is None else V.as_1d("groups", groups)
     V.check_same_length(Y=y, T=t_raw, X=x, W=w, groups=g)
+    dose_params = {k: settings.config_params.get(k, getattr(CFRConfig(), k))
+                   for k in ("dose_strata", "dose_scale")}
     encoding, arms = encode_treatment(t_raw, settings.categories, settings.treatment,
-                                      settings.config_params.get("dose_strata",
-                                                                 CFRConfig().dose_strata))
+                                      dose_params["dose_strata"],
+                                      dose_scale=dose_params["dose_scale"])
     xw = np.hstack([a for a in (x, w) if a is not None])
     codes = None if g is None else pd.factorize(pd.Series(g, dtype=object))[0]
     dose = t_raw.astype(float) if encoding.continuous else None
@@ -637,7 +639,7 @@ def dose_stage(settings: FitSettings, data: FitData, trained: Trained, gps, *,
     robust pseudo-outcomes of Kennedy et al. (2017) and their bandwidth
     (:meth:`~dowhy_cfr.fitted.DoseStage.of`)."""
     members, pre, enc = trained.members, trained.preprocessing, data.encoding
-    grid = np.linspace(enc.t_min, enc.t_max, DOSE_GRID)
+    grid = enc.stage_grid(DOSE_GRID)
     x_std = pre.x(data.xw)
     own = member_dose_outputs(members.net, pre, x_std, enc.scale(data.dose))  # (K, n)
     curves = member_dose_outputs(members.net, pre, x_std, enc.scale(grid)[None, :])  # (K, n, G)
@@ -652,7 +654,8 @@ def dose_stage(settings: FitSettings, data: FitData, trained: Trained, gps, *,
     folds = cross_fit and members.train_rows is not None and members.n_models >= 2
     return DoseStage.of(data.xw[:, :data.columns.n_x], data.y, data.dose, grid, mu_curves, mu,
                         plugin_curve, curves.mean(1) if folds else None, gps,
-                        max_weight=1.0 / settings.min_propensity, undersmooth=UNDERSMOOTH)
+                        max_weight=1.0 / settings.min_propensity, undersmooth=UNDERSMOOTH,
+                        knots=(enc.knots_t or None, enc.knots_u or None))
 
 
 def assemble(settings: FitSettings, trained: Trained, data: FitData,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PAPER_IHDP", "ALPHA_GRID", "ALPHA_UNITS", "HEAD_FORMS", "AUTO_BATCH",
+__all__ = ["PAPER_IHDP", "DOSE_SCALES", "ALPHA_GRID", "ALPHA_UNITS", "HEAD_FORMS", "AUTO_BATCH",
            "AUTO_BATCH_UP_TO", "AUTO_PLAN_FIXED_FROM", "IPM_MAX_UNITS", "AUTO_BATCHES_PER_EPOCH",
            "AUTO_EPOCHS", "AUTO_FAST_DECAY", "AUTO_FAST_LEARNING_RATE", "AUTO_LEARNING_RATE",
            "AUTO_MAX_BATCH", "AUTO_MAX_STEPS", "AUTO_MIN_STEPS", "CFRNET_LR_DECAY", "CFRConfig",
@@ -25,6 +25,8 @@ NORMALIZATIONS = ("divide", "none")
 #: The outcome heads: one per arm (the paper's h_a), or a mean head and an effect head per treated
 #: arm (:class:`dowhy_cfr.core.network.CFRNet`).
 HEAD_FORMS = ("separate", "effect")
+#: The scales of a continuous treatment's doses (``CFRConfig.dose_scale``).
+DOSE_SCALES = ("auto", "range", "rank")
 #: How the covariates are scaled before the network (dowhy_cfr.tabular.FeatureScaler).
 SCALINGS = ("standard", "robust", "quantile")
 #: The candidates of ``alpha="auto"`` (standardised-outcome scale; measured, docs/parameters.md).
@@ -237,6 +239,11 @@ class CFRConfig:
     spline_degree: int = 2
     spline_knots: int = 1
     dose_strata: int = 4
+    # ... and the dose's scale for the splines and the average curve's smoothing (ours, measured:
+    # docs/parameters.md item 33): "range" (min to max), "rank" (the doses' ranks, invariant to
+    # a monotone re-expression of the dose) or "auto" (rank where the median dose lies outside
+    # the middle half of the range, dowhy_cfr.fitted.rank_scale)
+    dose_scale: str = "auto"
 
     def validate(self) -> "CFRConfig":
         """Raise ``ValueError``/``TypeError`` naming the first invalid hyper-parameter."""
@@ -266,6 +273,8 @@ class CFRConfig:
                  "must be in 0..20")
         _require("dose_strata", self.dose_strata, 2 <= self.dose_strata <= 20,
                  "must be in 2..20 (the dose intervals of the interval IPM)")
+        _require("dose_scale", self.dose_scale, self.dose_scale in DOSE_SCALES,
+                 f"must be one of {DOSE_SCALES}")
         _require("alpha", self.alpha, self.alpha >= 0,
                  "the imbalance weight must be >= 0 (0 gives TARNet)")
         _check_optional_int("alpha_units", self.alpha_units, 1,
