@@ -247,8 +247,9 @@ class DoseResponseMixin:
             correction) with the members' jackknife band (K-fold members; ``docs/inference.md``
             says what it covers: the variance of the heads, not their bias).
         t_grid : array-like of doses, optional
-            Default: 50 doses from the 5th to the 95th percentile of the training doses. Doses
-            outside the training range raise a ValueError.
+            Default: 50 doses from the 5th to the 95th percentile of the training doses (even
+            on the dose's scale, ``dose_scale``). Doses outside the training range raise a
+            ValueError.
         alpha : float, default 0.05
 
         Returns

@@ -334,8 +334,10 @@ class DoseEncoding:
         return self.unscale(np.linspace(0.0, 1.0, n_points))
 
     def default_grid(self, n_points: int = 50) -> np.ndarray:
-        """``n_points`` doses from the 5th to the 95th percentile of the training doses."""
-        return np.linspace(self.quantiles[0], self.quantiles[2], n_points)
+        """``n_points`` doses from the 5th to the 95th percentile of the training doses, evenly
+        spaced on the dose's scale (on the rank scale: denser where the doses are)."""
+        ends = self.scale([self.quantiles[0], self.quantiles[2]])
+        return self.unscale(np.linspace(ends[0], ends[1], n_points))
 
 
 # ----------------------------------------------------------------------------- covariates

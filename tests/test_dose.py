@@ -417,6 +417,10 @@ def test_the_rank_scale_makes_the_fit_invariant_to_re_expressing_the_dose(tmp_pa
     assert np.abs(ind_a - ind_b).max() < 1e-3 and np.abs(avg_a - avg_b).max() < 1e-3
     _, ((ind_a, _), (ind_b, _)) = curves("range")
     assert np.abs(ind_a - ind_b).max() > 0.05
+    t = ranked.dose_response().t  # the default grid: even on the rank scale, dense where T is
+    u = ranked.fitted_.encoding.scale(t)
+    np.testing.assert_allclose(np.diff(u), np.diff(u)[0], rtol=1e-9)
+    assert np.diff(t)[0] < np.diff(t)[-1] / 10  # exp(T): raw steps grow along the grid
     back = CFR.load(ranked.save(tmp_path / "ranked.zip"))
     assert back.fitted_.encoding.knots_t == ranked.fitted_.encoding.knots_t
     np.testing.assert_array_equal(back.dose_response(X[:5], t_grid=np.exp(grid)).estimate,
