@@ -60,16 +60,22 @@ def _lams(fitted, h: np.ndarray, regs: np.ndarray, held_out_mean) -> tuple[float
     return chosen, (float(np.clip(num / den, 0, 1)) if den > 0 else 1.0)
 
 
-def probe(design: str, n: int, seed: int) -> dict | None:
+def default_fit(design: str, n: int, seed: int):
+    """``CFR()`` at the defaults fitted as the realistic benchmark fits it, and the data."""
     from dowhy_cfr.benchmarks import realistic as R
     from dowhy_cfr.benchmarks.synthetic import make_estimator
-    from dowhy_cfr.nuisance import held_out_mean
 
     settings = dict(n_test=2000, overlap=None, alpha=0.05, tiny=False, n_iter=None,
                     cfr_params={}, cfr_inference="auto")
     data = R.draw_data(design, n, seed, settings)
     est = make_estimator("CFR", seed=seed, settings=settings)
-    R.fit_method(est, "CFR", data, settings, seed)
+    return R.fit_method(est, "CFR", data, settings, seed), data
+
+
+def probe(design: str, n: int, seed: int) -> dict | None:
+    from dowhy_cfr.nuisance import held_out_mean
+
+    est, data = default_fit(design, n, seed)
     fitted = est.fitted_
     if fitted.blend is None:
         return None
@@ -96,11 +102,15 @@ def probe(design: str, n: int, seed: int) -> dict | None:
                 pehe_regression=curve[0])
 
 
-def main():
+def run_probes(probe, description: str) -> pd.DataFrame:
+    """The command line shared by the realistic-design probes (this one,
+    ``phi_rlearner_probe.py``): ``--designs``, ``--seeds``, ``--n``, ``--out``; ``probe(design,
+    n, seed)`` gives one row (or None to skip the fit), printed and written to ``--out`` as it
+    comes. Returns the rows."""
     from dowhy_cfr.benchmarks import realistic as R
     from dowhy_cfr.datasets.realistic import DEFAULT_DESIGNS
 
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--designs", default=None, help="as the benchmark's (default: development)")
     p.add_argument("--seeds", default="0,1")
     p.add_argument("--n", type=int, default=1500)
@@ -118,7 +128,11 @@ def main():
                 print({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()},
                       flush=True)
                 pd.DataFrame(rows).to_csv(args.out, index=False)
-    frame = pd.DataFrame(rows)
+    return pd.DataFrame(rows)
+
+
+def main():
+    frame = run_probes(probe, __doc__.splitlines()[0])
     varying = frame[~frame["constant"]]
     print(f"{len(frame)} fits, {len(varying)} with a varying effect; means over those:")
     print(varying.drop(columns=["design", "seed", "constant"]).mean().round(4).to_string())

@@ -24,12 +24,7 @@ Measured results: ``docs/parameters.md``, item 32.
 
 from __future__ import annotations
 
-import argparse
-import warnings
-
 import numpy as np
-import pandas as pd
-import torch
 
 RIDGES = (0.1, 1.0, 10.0, 100.0, 1000.0, 1e4)
 
@@ -49,15 +44,10 @@ def ridge_r_loss(A, u, r, train, val, penalised):
 
 
 def probe(design: str, n: int, seed: int) -> dict:
-    from dowhy_cfr.benchmarks import realistic as R
-    from dowhy_cfr.benchmarks.synthetic import make_estimator
+    from blend_lambda_probe import default_fit  # the probes' shared fit (same folder)
     from dowhy_cfr.nuisance import held_out_mean, robinson_residuals
 
-    settings = dict(n_test=2000, overlap=None, alpha=0.05, tiny=False, n_iter=None,
-                    cfr_params={}, cfr_inference="auto")
-    data = R.draw_data(design, n, seed, settings)
-    est = make_estimator("CFR", seed=seed, settings=settings)
-    R.fit_method(est, "CFR", data, settings, seed)
+    est, data = default_fit(design, n, seed)
     fitted = est.fitted_
     stage, pre, blend = fitted.debiased, fitted.preprocessing, fitted.blend
     train = fitted.members.seen_mask(len(stage.y))
@@ -107,26 +97,9 @@ def probe(design: str, n: int, seed: int) -> dict:
 
 
 def main():
-    from dowhy_cfr.benchmarks import realistic as R
-    from dowhy_cfr.datasets.realistic import DEFAULT_DESIGNS
+    from blend_lambda_probe import run_probes  # the probes' shared command line (same folder)
 
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--designs", default=None, help="as the benchmark's (default: development)")
-    p.add_argument("--seeds", default="0,1")
-    p.add_argument("--n", type=int, default=1500)
-    p.add_argument("--out", required=True)
-    args = p.parse_args()
-    torch.set_num_threads(1)
-    warnings.simplefilter("ignore")
-    designs = DEFAULT_DESIGNS if args.designs is None else R.parse_designs(args.designs)
-    rows = []
-    for design in designs:
-        for seed in (int(s) for s in args.seeds.split(",")):
-            rows.append(probe(design, args.n, seed))
-            print({k: round(v, 3) if isinstance(v, float) else v for k, v in rows[-1].items()},
-                  flush=True)
-            pd.DataFrame(rows).to_csv(args.out, index=False)
-    frame = pd.DataFrame(rows)
+    frame = run_probes(probe, __doc__.splitlines()[0])
     varying = frame[~frame["design"].str.endswith("constant")]
     print(f"{len(frame)} fits; means over the {len(varying)} whose effect varies:")
     print(varying.drop(columns=["design", "seed"]).mean().round(4).to_string())
