@@ -192,7 +192,7 @@ def encode_treatment(t_raw: np.ndarray, categories="auto", treatment: str = "aut
     return encoding, arms
 
 
-def dose_knots(dose: np.ndarray, max_knots: int = None) -> tuple[tuple, tuple]:
+def dose_knots(dose: np.ndarray, max_knots: int | None = None) -> tuple[tuple, tuple]:
     """The knots of the doses' rank scale: up to ``max_knots`` (default :data:`DOSE_KNOTS`)
     distinct quantiles of ``dose`` (all of them up to that many units) and their positions in
     [0, 1], the mean quantile level of each (a value shared by many units -- the zeros of a dose
@@ -221,15 +221,17 @@ def rank_scale(dose: np.ndarray, dose_scale: str = "auto") -> bool:
 
 @dataclass(frozen=True)
 class DoseEncoding:
-    """A continuous treatment (a dose): its range at fit, the rank scale by which doses are
-    mapped to [0, 1] for the network and the dose stage (:func:`dose_knots`), quantiles for
+    """A continuous treatment (a dose): its range at fit, the scale by which doses are mapped
+    to [0, 1] for the network and the dose stage -- the range, or the rank scale
+    (:func:`dose_knots`) where ``dose_scale`` asks for it (:func:`rank_scale`) -- quantiles for
     default grids, and the number of equal-count dose strata.
 
     The rank scale makes the fit invariant to a monotone re-expression of the dose (mg or
     log-mg, dollars or log-dollars): the heads' splines and the average curve's smoothing see
     where a dose lies among the training doses, not its distance in the given units, so a
     skewed dose spreads over the splines' pieces instead of crowding into the first
-    (docs/parameters.md, item 33). Fits saved before it (``knots_t`` empty) scale by the range.
+    (docs/parameters.md, item 33). ``knots_t`` is empty where the range is used (and in fits
+    saved before the rank scale existed).
 
     The strata (:func:`~dowhy_cfr.core.dose.dose_strata`) take the place of arms where the fit
     stratifies: cross-fitting folds, validation splits, mini-batches, and the interval IPM;
@@ -241,7 +243,7 @@ class DoseEncoding:
     t_max: float
     quantiles: tuple  # the doses' 5 %, 50 % and 95 % quantiles at fit
     n_strata: int
-    knots_t: tuple = ()  # the rank scale's knots (dose_knots); () for fits saved before it
+    knots_t: tuple = ()  # the rank scale's knots (dose_knots); (): the range scale
     knots_u: tuple = ()
     continuous = True
     transformer = None
@@ -282,8 +284,8 @@ class DoseEncoding:
         return [f"dose stratum {j + 1} of {self.n_strata}" for j in range(self.n_strata)]
 
     def scale(self, dose) -> np.ndarray:
-        """Doses on the rank scale in [0, 1] (:func:`dose_knots`): the network's input; by the
-        fitted range for fits saved before it."""
+        """Doses on the encoding's scale in [0, 1]: the network's input (the rank scale where
+        ``knots_t`` is set, else the range)."""
         dose = np.asarray(dose, dtype=float)
         if not self.knots_t:
             return (dose - self.t_min) / max(self.t_max - self.t_min, 1e-300)
@@ -829,8 +831,8 @@ class DoseStage:
     bandwidth ``h`` (leave-one-out cross-validated, times ``undersmooth``) and the
     generalised propensity's model name; None without it (``debias=None``). ``knots_t``,
     ``knots_u``: the dose encoding's rank scale (:func:`dose_knots`), on which the curves are
-    interpolated and the average curve's correction smoothed (None for fits saved before it:
-    the doses' own units)."""
+    interpolated and the average curve's correction smoothed (None: the range scale, on which
+    that is the doses' own units)."""
 
     x: np.ndarray
     y: np.ndarray
@@ -869,7 +871,7 @@ class DoseStage:
 
     def u(self, doses) -> np.ndarray:
         """Doses on the scale the curves are interpolated and smoothed on: the rank scale, or
-        the doses themselves for fits saved before it."""
+        the doses themselves on the range scale (linear in them)."""
         doses = np.asarray(doses, dtype=float)
         if self.knots_t is None:
             return doses
