@@ -44,7 +44,7 @@ FORMAT_VERSION = 4  # 2: the fitted units' X block, the final stage's shift, enc
 READABLE_VERSIONS = (2, 3, 4)
 #: The arrays of a dose stage (:class:`~dowhy_cfr.fitted.DoseStage`), None ones left out.
 _DOSE_ARRAYS = ("x", "y", "dose", "grid", "curves", "mu", "plugin_curve", "member_curves",
-                "rho", "weights", "knots_t", "knots_u")
+                "rho", "weights")
 
 
 def _jsonable(v):
@@ -273,13 +273,16 @@ def _dose_encoding(spec: dict) -> DoseEncoding:
                         tuple(float(q) for q in spec["quantiles"]), int(spec["n_strata"]), *knots)
 
 
-def _dose_stage(state, arrays):
+def _dose_stage(state, arrays, encoding):
+    """The dose stage, its scale's knots from the dose encoding (saved once, there)."""
     spec = state.get("dose_stage")
     if spec is None:
         return None
     a = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("dose/")}
+    knots = [np.asarray(k, dtype=float) if k else None
+             for k in (encoding.knots_t, encoding.knots_u)]
     return DoseStage(**{k: a.get(k) for k in _DOSE_ARRAYS}, h=spec["h"],
-                     gps_model=spec["gps_model"])
+                     gps_model=spec["gps_model"], knots_t=knots[0], knots_u=knots[1])
 
 
 def load(path):
@@ -315,7 +318,7 @@ def load(path):
                 if not state.get("dose_encoding") else _dose_encoding(state["dose_encoding"]))
     fitted = FittedCFR(config, encoding, columns, pre, _members(state, arrays, config),
                        arrays["tau_fit_mean"], final, stage, blend=_blend(state, arrays, stage),
-                       dose=_dose_stage(state, arrays))
+                       dose=_dose_stage(state, arrays, encoding))
     econml_state = {"_d_y": tuple(state["d_y"]), "_d_t": tuple(state["d_t"]),
                     "_d_t_in": tuple(state["d_t_in"])}
     if state["input_names"] is not None:
