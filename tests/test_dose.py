@@ -393,8 +393,9 @@ def test_auto_dose_scale_ranks_a_dose_whose_median_crowds_one_end():
     assert not rank_scale(t) and not rank_scale(np.exp(t))  # medians at 0.5 and ~0.38 of range
     assert rank_scale(np.exp(5 * t)) and rank_scale(np.log(t + 0.01))  # ~0.07 and ~0.86
     assert rank_scale(t, "rank") and not rank_scale(np.exp(5 * t), "range")
+    X, T, Y = dose_design(60)
     with pytest.raises(ValueError, match=r"dose_scale='log' is invalid.*'rank'"):
-        CFR(dose_scale="log").fit(*dose_design(60)[::-1][:2], X=dose_design(60)[0])
+        CFR(dose_scale="log").fit(Y, T, X=X)
 
 
 def test_the_rank_scale_makes_the_fit_invariant_to_re_expressing_the_dose(tmp_path):
