@@ -59,9 +59,14 @@ MAX_ARMS = 20
 #: five coefficient sets, and a column with fewer values is a categorical treatment passed as
 #: continuous by mistake.
 MIN_DOSE_VALUES = 5
-#: At most this many knots of a dose's rank scale (:func:`dose_knots`): every training dose up to
-#: this many units, quantiles beyond (saved with the model, so bounded).
-DOSE_KNOTS = 1001
+#: The knots of a dose's rank scale (:func:`dose_knots`): the doses at this many evenly spaced
+#: ranks, the deciles (ours, measured: docs/parameters.md, item 34). Every training dose as a knot
+#: (the empirical distribution function itself) made the scale exactly invariant to re-expressing
+#: the dose, but its jagged steps are noise in the network's input: on the IHDP dose design (30
+#: data sets, the doses ranked) the average curve's error was 0.029 with every dose a knot, 0.025
+#: with 51 knots, 0.022 with 21, 0.017 with 11 (the population's own scale: 0.014), the band's
+#: coverage 0.88, 0.89, 0.92, 0.94 (0.96); 6 knots lost on skewed re-expressions of the dose.
+DOSE_KNOTS = 11
 #: ``dose_scale="auto"`` takes the rank scale where the median dose lies outside this part of the
 #: range, as a share of it (ours, measured: docs/parameters.md, item 33). The two dose designs'
 #: medians lie at 0.43-0.68 of their ranges, where scaling by the range was the more accurate;
@@ -193,17 +198,20 @@ def encode_treatment(t_raw: np.ndarray, categories="auto", treatment: str = "aut
 
 
 def dose_knots(dose: np.ndarray, max_knots: int | None = None) -> tuple[tuple, tuple]:
-    """The knots of the doses' rank scale: up to ``max_knots`` (default :data:`DOSE_KNOTS`)
-    distinct quantiles of ``dose`` (all of them up to that many units) and their positions in
-    [0, 1], the mean quantile level of each (a value shared by many units -- the zeros of a dose
-    that is often 0 -- sits at the middle of its levels), rescaled so that the smallest dose is
-    at 0 and the largest at 1. Linear between the knots, the scale is the doses' empirical
-    distribution function, smoothed: continuous and increasing."""
-    dose = np.asarray(dose, dtype=float)
-    levels = np.linspace(0.0, 1.0, min(max_knots or DOSE_KNOTS, len(dose)))
-    t, inverse = np.unique(np.quantile(dose, levels), return_inverse=True)
-    u = np.bincount(inverse, weights=levels) / np.bincount(inverse)
-    u = (u - u[0]) / (u[-1] - u[0])
+    """The knots of the doses' rank scale: the doses at up to ``max_knots`` (default
+    :data:`DOSE_KNOTS`) evenly spaced ranks -- the smallest, the largest and order statistics
+    between (all of them up to that many units) -- and the mean rank of each knot's units (a
+    value shared by many units -- the zeros of a dose that is often 0 -- sits at the middle of
+    its ranks), rescaled so that the smallest dose is at 0 and the largest at 1. Linear between
+    the knots, the scale is the doses' distribution function at the knots, continuous and
+    increasing, and the doses' own units between them. A monotone re-expression of the dose
+    moves no knot's position (the knots are doses, their positions ranks); between knots it
+    bends the scale only as much as it bends the dose within one tenth of the units."""
+    s = np.sort(np.asarray(dose, dtype=float))
+    picks = np.round(np.linspace(0, len(s) - 1, min(max_knots or DOSE_KNOTS, len(s))))
+    t = np.unique(s[picks.astype(int)])
+    u = (np.searchsorted(s, t, "left") + np.searchsorted(s, t, "right") - 1) / 2.0
+    u = (u - u[0]) / max(u[-1] - u[0], 1e-300)
     return tuple(float(v) for v in t), tuple(float(v) for v in u)
 
 
@@ -226,11 +234,11 @@ class DoseEncoding:
     (:func:`dose_knots`) where ``dose_scale`` asks for it (:func:`rank_scale`) -- quantiles for
     default grids, and the number of equal-count dose strata.
 
-    The rank scale makes the fit invariant to a monotone re-expression of the dose (mg or
+    The rank scale makes the fit nearly invariant to a monotone re-expression of the dose (mg or
     log-mg, dollars or log-dollars): the heads' splines and the average curve's smoothing see
-    where a dose lies among the training doses, not its distance in the given units, so a
-    skewed dose spreads over the splines' pieces instead of crowding into the first
-    (docs/parameters.md, item 33). ``knots_t`` is empty where the range is used (and in fits
+    which tenth of the training doses a dose lies in, and where within it in the given units,
+    so a skewed dose spreads over the splines' pieces instead of crowding into the first
+    (docs/parameters.md, items 33 and 34). ``knots_t`` is empty where the range is used (and in fits
     saved before the rank scale existed).
 
     The strata (:func:`~dowhy_cfr.core.dose.dose_strata`) take the place of arms where the fit

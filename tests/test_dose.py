@@ -367,22 +367,33 @@ def test_dose_benchmark_smoke(tmp_path):
 
 # ----------------------------------------------------------------------------- the dose's scale
 def test_dose_knots_put_tied_doses_at_their_mid_level_and_invert():
-    from dowhy_cfr.fitted import DoseEncoding, dose_knots
+    from dowhy_cfr.fitted import DOSE_KNOTS, DoseEncoding, dose_knots
 
     rng = np.random.default_rng(0)
     dose = np.where(rng.random(400) < 0.4, 0.0, rng.lognormal(1, 0.8, 400))  # 40 % at 0
     t, u = map(np.asarray, dose_knots(dose))
     assert t[0] == 0.0 and t[-1] == dose.max() and u[0] == 0.0 and u[-1] == 1.0
     assert np.all(np.diff(t) > 0) and np.all(np.diff(u) > 0)
-    # the zeros (a share p0) sit at the middle of their levels, p0 / 2, and the next dose near
-    # level p0: after rescaling, (p0 - p0 / 2) / (1 - p0 / 2)
-    p0 = np.mean(dose == 0)
-    assert u[1] == pytest.approx((p0 / 2) / (1 - p0 / 2), abs=0.005)
+    # the deciles' doses (the tied zeros one knot), each at its units' mean rank
+    assert len(t) <= DOSE_KNOTS == 11 and np.isin(t, dose).all()
+    s = np.sort(dose)
+    z = int(np.sum(dose == 0))
+    mid_zero, rank_1 = (z - 1) / 2, float(np.mean(np.flatnonzero(s == t[1])))
+    assert u[1] == pytest.approx((rank_1 - mid_zero) / (len(dose) - 1 - mid_zero), rel=1e-12)
+    # with a knot per dose: the zeros at the middle of their levels p0 / 2, the next dose at
+    # level p0, rescaled: (p0 - p0 / 2) / (1 - p0 / 2)
+    t_all, u_all = map(np.asarray, dose_knots(dose, max_knots=len(dose)))
+    p0 = z / len(dose)
+    assert len(t_all) == len(np.unique(dose))
+    assert u_all[1] == pytest.approx((p0 / 2) / (1 - p0 / 2), abs=0.005)
     enc, _ = DoseEncoding.fit(dose, len(np.unique(dose)), "auto", 4, "rank")
     inner = np.sort(dose)[200:210]
     np.testing.assert_allclose(enc.unscale(enc.scale(inner)), inner, rtol=1e-12)
     assert enc.scale(dose).min() == 0.0 and enc.scale(dose).max() == 1.0
-    assert len(dose_knots(rng.normal(size=5000))[0]) == 1001  # bounded: saved with the model
+    # a monotone re-expression moves no knot's position
+    t_exp, u_exp = map(np.asarray, dose_knots(np.exp(dose)))
+    np.testing.assert_allclose(t_exp, np.exp(t), rtol=1e-12)
+    np.testing.assert_array_equal(u_exp, u)
 
 
 def test_auto_dose_scale_ranks_a_dose_whose_median_crowds_one_end():
@@ -398,11 +409,12 @@ def test_auto_dose_scale_ranks_a_dose_whose_median_crowds_one_end():
         CFR(dose_scale="log").fit(Y, T, X=X)
 
 
-def test_the_rank_scale_makes_the_fit_invariant_to_re_expressing_the_dose(tmp_path):
-    """Fit on T and on exp(T): with ``dose_scale="rank"`` the curves at matching doses agree
-    (measured: 5e-5 here, the individual and the average curves: float rounding of the same
-    network inputs), with ``"range"`` they do not (measured: 1.05 and 0.66); the rank-scaled fit
-    saves and loads."""
+def test_the_rank_scale_makes_the_fit_nearly_invariant_to_re_expressing_the_dose(tmp_path):
+    """Fit on T and on exp(T): with ``dose_scale="rank"`` the curves at matching doses nearly
+    agree (measured: 0.0086 here, the individual and the average curves, which span -1.1 to 1.0:
+    the knots' positions are the same, the scale between the deciles follows the given units;
+    5e-5 when every dose was a knot, docs/parameters.md item 34), with ``"range"`` they do not
+    (measured: 1.05 and 0.66); the rank-scaled fit saves and loads."""
     X, T, Y = dose_design(300, seed=5)
     kw = dict(TINY, n_iter=60, n_ensemble=2, random_state=0, verbose=0)
     grid = np.quantile(T, [0.1, 0.3, 0.5, 0.7, 0.9])
@@ -415,7 +427,7 @@ def test_the_rank_scale_makes_the_fit_invariant_to_re_expressing_the_dose(tmp_pa
                                                                            (b, np.exp(grid)))]
 
     (_, ranked), ((ind_a, avg_a), (ind_b, avg_b)) = curves("rank")
-    assert np.abs(ind_a - ind_b).max() < 1e-3 and np.abs(avg_a - avg_b).max() < 1e-3
+    assert np.abs(ind_a - ind_b).max() < 0.02 and np.abs(avg_a - avg_b).max() < 0.02
     _, ((ind_a, _), (ind_b, _)) = curves("range")
     assert np.abs(ind_a - ind_b).max() > 0.05
     t = ranked.dose_response().t  # the default grid: even on the rank scale, dense where T is

@@ -240,9 +240,9 @@ class CFRConfig:
     spline_knots: int = 1
     dose_strata: int = 4
     # ... and the dose's scale for the splines and the average curve's smoothing (ours, measured:
-    # docs/parameters.md item 33): "range" (min to max), "rank" (the doses' ranks, invariant to
-    # a monotone re-expression of the dose) or "auto" (rank where the median dose lies outside
-    # the middle half of the range, dowhy_cfr.fitted.rank_scale)
+    # docs/parameters.md items 33-34): "range" (min to max), "rank" (the doses' ranks through
+    # their deciles, nearly invariant to a monotone re-expression of the dose) or "auto" (rank
+    # where the median dose lies outside the middle half of the range, fitted.rank_scale)
     dose_scale: str = "auto"
 
     def validate(self) -> "CFRConfig":
