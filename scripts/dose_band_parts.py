@@ -15,7 +15,6 @@ the band uses (the members' jackknife of the plug-in curve, the influence functi
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import warnings
 
 import numpy as np
@@ -40,6 +39,18 @@ def true_weights(design: str, t, x, population) -> np.ndarray:
     return marginal / density(logit - dose_logit(design, x))
 
 
+class TrueGPS:
+    """The design's own generalised propensity in the interface :meth:`DoseStage.of` takes."""
+
+    model = "true"
+
+    def __init__(self, weights: np.ndarray):
+        self._weights = weights
+
+    def weights(self, dose, max_weight: float) -> np.ndarray:
+        return np.minimum(self._weights, max_weight)
+
+
 def band(stage, grid):
     """The fit's average curve on ``grid`` with its 95 % band, and the two standard errors."""
     res = stage.adrf(grid)
@@ -51,24 +62,27 @@ def band(stage, grid):
 
 def one(design: str, seed: int, scale: str) -> dict:
     from dowhy_cfr import CFR
-    from dowhy_cfr.adrf import BANDWIDTH_GRID, loocv_bandwidth, weighted_residuals
+    from dowhy_cfr.adrf import UNDERSMOOTH
     from dowhy_cfr.datasets.dose import simulate_dose
+    from dowhy_cfr.fitted import DoseStage
 
     d = simulate_dose(design, seed)
     est = CFR(treatment="continuous", random_state=seed, dose_scale=scale).fit(d.y, d.t, X=d.x)
     stage = est.fitted_.dose
     population = (np.random.default_rng(1).uniform(size=(20000, 6)) if design == "vcnet"
                   else np.concatenate([d.x, d.x_test]))
-    w = np.minimum(true_weights(design, d.t, d.x, population), 1.0 / est.min_propensity)
-    rho = weighted_residuals(stage.y, stage.mu, w)
+    gps = TrueGPS(true_weights(design, d.t, d.x, population))
+    oracle = DoseStage.of(stage.x, stage.y, stage.dose, stage.grid, stage.curves, stage.mu,
+                          stage.plugin_curve, stage.member_curves, gps,
+                          max_weight=1.0 / est.min_propensity, undersmooth=UNDERSMOOTH,
+                          knots=(stage.knots_t, stage.knots_u))
     u_grid = stage.u(stage.grid)
     span = u_grid[-1] - u_grid[0]
-    h, _ = loocv_bandwidth(stage.u(stage.dose), rho, [span * b for b in BANDWIDTH_GRID])
-    oracle = dataclasses.replace(stage, rho=rho, weights=w, h=h)
     estimate, lower, upper, members, influence = band(stage, d.grid)
     return dict(truth=d.adrf, plugin=stage.plugin(d.grid), estimate=estimate, lower=lower,
                 upper=upper, members=members, influence=influence,
-                true_gps=oracle.adrf(d.grid).estimate, h=stage.h / span, h_true_gps=h / span)
+                true_gps=oracle.adrf(d.grid).estimate, h=stage.h / span,
+                h_true_gps=oracle.h / span)
 
 
 def summarize(runs: list[dict]) -> tuple[pd.Series, pd.DataFrame]:

@@ -390,6 +390,7 @@ def test_dose_knots_put_tied_doses_at_their_mid_level_and_invert():
     inner = np.sort(dose)[200:210]
     np.testing.assert_allclose(enc.unscale(enc.scale(inner)), inner, rtol=1e-12)
     assert enc.scale(dose).min() == 0.0 and enc.scale(dose).max() == 1.0
+    assert len(dose_knots(rng.normal(size=5000))[0]) == DOSE_KNOTS  # bounded: saved with the model
     # a monotone re-expression moves no knot's position
     t_exp, u_exp = map(np.asarray, dose_knots(np.exp(dose)))
     np.testing.assert_allclose(t_exp, np.exp(t), rtol=1e-12)
