@@ -161,6 +161,8 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
         "seeds": _jsonable(members.seeds),
         "n_iter_run": members.n_iter,
         "n_models": members.n_models,
+        "member_dose_knots": None if members.dose_knots is None else [
+            None if k is None else [list(k[0]), list(k[1])] for k in members.dose_knots],
         "d_in": int(members.net.rep_weights[0].shape[1]),
         "final_stage": None,
         "scaler": _put(arrays, "scaler", pre.scaler),
@@ -239,8 +241,11 @@ def _members(state, arrays, config: CFRConfig) -> FittedMembers:
     net.eval()
     history = pd.DataFrame({k.split("/", 1)[1]: v for k, v in arrays.items()
                             if k.startswith("history/")})
+    knots = state.get("member_dose_knots")  # None: saved before members had scales of their own
+    knots = None if knots is None else tuple(
+        None if k is None else (tuple(k[0]), tuple(k[1])) for k in knots)
     return FittedMembers(net, state["seeds"], arrays["best_iteration"], history,
-                         state["n_iter_run"])
+                         state["n_iter_run"], dose_knots=knots)
 
 
 def _debiased(state, arrays):

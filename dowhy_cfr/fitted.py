@@ -50,6 +50,7 @@ __all__ = ["TreatmentEncoding", "Columns", "Preprocessing", "FittedMembers", "Fi
            "DebiasedStage", "FittedCFR", "encode_treatment", "standardize", "history_frame",
            "plain", "member_outputs", "effects_of", "EncodedX", "MAX_ARMS", "MIN_DOSE_VALUES",
            "TREATMENT_KINDS", "DoseEncoding", "DoseStage", "member_dose_outputs", "dose_knots",
+           "member_dose_knots",
            "DOSE_KNOTS", "DOSE_RANK_OUTSIDE", "rank_scale"]
 
 #: ``treatment="auto"``: a treatment with more distinct values than this is continuous (if
@@ -213,6 +214,24 @@ def dose_knots(dose: np.ndarray, max_knots: int | None = None) -> tuple[tuple, t
     u = (np.searchsorted(s, t, "left") + np.searchsorted(s, t, "right") - 1) / 2.0
     u = (u - u[0]) / max(u[-1] - u[0], 1e-300)
     return tuple(float(v) for v in t), tuple(float(v) for v in u)
+
+
+def member_dose_knots(encodings: list, seen_doses: list) -> tuple | None:
+    """Each member's rank scale, from the doses of the units it saw (``seen_doses``, one array
+    per member, with the encoding of its data in ``encodings``): :func:`dose_knots` of those
+    doses, the first and last knot moved to the fitted range's ends (every member maps the
+    whole range onto [0, 1]); None for a member whose encoding uses the range, and None where
+    all do. The members' scales differ by the units each left out, so their delete-a-group
+    jackknife -- the band of the average curve -- carries the knots' sampling variance, which
+    one scale shared by all members hides (docs/parameters.md, item 35)."""
+    out = []
+    for enc, dose in zip(encodings, seen_doses):
+        if not getattr(enc, "knots_t", ()):
+            out.append(None)
+            continue
+        t, u = dose_knots(dose)
+        out.append(((enc.t_min,) + t[1:-1] + (enc.t_max,), u))
+    return None if all(k is None for k in out) else tuple(out)
 
 
 def rank_scale(dose: np.ndarray, dose_scale: str = "auto") -> bool:
@@ -585,6 +604,9 @@ class FittedMembers:
     result: TrainResult | None = None  # the core's full result (not saved)
     # (K,) members that stopped by the others' validation objectives, not their own (K-fold)
     stopped_on_others: np.ndarray | None = None
+    # a dose on the rank scale: each member's own knots ((knots_t, knots_u) per member,
+    # member_dose_knots); None: the members share the encoding's scale
+    dose_knots: tuple | None = None
 
     @classmethod
     def from_result(cls, result: TrainResult, seeds, train_rows=None, val_rows=None,
@@ -630,9 +652,19 @@ class FittedMembers:
         h["member"] = h["member"].map({j: i for i, j in enumerate(members)})
         rows = [None if r is None else r[members].copy() for r in (self.train_rows, self.val_rows)]
         others = None if self.stopped_on_others is None else self.stopped_on_others[members]
+        knots = None if self.dose_knots is None else tuple(self.dose_knots[j] for j in members)
         return FittedMembers(self.net.select(members), [self.seeds[j] for j in members],
                              self.best_iteration[members].copy(), h.reset_index(drop=True),
-                             self.n_iter, rows[0], rows[1], None, others)
+                             self.n_iter, rows[0], rows[1], None, others, knots)
+
+    def dose_scale(self, encoding: "DoseEncoding", doses) -> np.ndarray:
+        """The doses ``doses`` (P,) on every member's scale, the network's input: (K, P) --
+        each member's own rank scale where it has one (:func:`member_dose_knots`), else the
+        encoding's (:meth:`DoseEncoding.scale`) for all."""
+        doses = np.asarray(doses, dtype=float).reshape(-1)
+        knots = (None,) * self.n_models if self.dose_knots is None else self.dose_knots
+        return np.stack([encoding.scale(doses) if k is None else np.interp(doses, *k)
+                         for k in knots])
 
 
 # ----------------------------------------------------------------------------- final stage
@@ -1014,9 +1046,9 @@ class FittedCFR:
         (:meth:`DoseStage.shift`). ``members=True``: each member's, unshifted (K, ...)."""
         x = X.array if isinstance(X, EncodedX) else self.columns.block("X", X)
         doses = np.asarray(doses, dtype=float)
-        scaled = self.encoding.scale(doses)
+        scaled = self.members.dose_scale(self.encoding, doses)  # (K, m) or (K, P)
         out = member_dose_outputs(self.members.net, self.preprocessing, self.preprocessing.x(x),
-                                  scaled[None, :] if grid else scaled)
+                                  scaled, grid=grid)
         return out if members else out.mean(0) + self.dose.shift(doses)
 
     def features(self, X, W=None) -> np.ndarray:
@@ -1162,15 +1194,13 @@ def member_outputs(net: CFRNet, preprocessing: Preprocessing, xw_std: np.ndarray
 
 
 def member_dose_outputs(net: DoseNet, preprocessing: Preprocessing, xw_std: np.ndarray,
-                        scaled) -> np.ndarray:
-    """Every member's outcome on the outcome scale at the scaled doses ``scaled``: one per row
-    ((m,) -> (K, m)) or a grid for every row (``scaled`` (1, P) -> (K, m, P))."""
+                        scaled, *, grid: bool = False) -> np.ndarray:
+    """Every member's outcome on the outcome scale at the scaled doses ``scaled`` (K, P), each
+    member's on its own scale (:meth:`FittedMembers.dose_scale`): one dose per row (P = m ->
+    (K, m)) or, with ``grid=True``, every dose for every row (-> (K, m, P))."""
     x = torch.as_tensor(xw_std, dtype=torch.float32)
-    scaled = np.asarray(scaled, dtype=float)
-    if scaled.ndim == 2:
-        raw = predict_dose_grid(net, x, torch.as_tensor(scaled.reshape(-1)))
-    else:
-        raw = predict_dose(net, x, torch.as_tensor(np.broadcast_to(scaled, (x.shape[0],)).copy()))
+    scaled = torch.as_tensor(np.asarray(scaled, dtype=float))
+    raw = predict_dose_grid(net, x, scaled) if grid else predict_dose(net, x, scaled)
     return preprocessing.dose_outputs(raw.double().cpu().numpy())
 
 

@@ -54,7 +54,8 @@ from .core import ALPHA_GRID, CFRConfig, TrainingDivergedError, train_cfr
 from .adrf import UNDERSMOOTH
 from .fitted import (BlendStage, Columns, DebiasedStage, DoseStage, FinalStage, FittedCFR,
                      FittedMembers, Preprocessing, TreatmentEncoding, effects_of,
-                     encode_treatment, member_dose_outputs, member_outputs, plain, regressions_at)
+                     encode_treatment, member_dose_knots, member_dose_outputs, member_outputs,
+                     plain, regressions_at)
 from .metrics import SELECTION_CRITERIA, Nuisances, selection_scores
 from .nuisance import (Propensity, aipw_scores, blend_weights, clipped_warning,
                        cross_fit_dr_learner, cross_fit_gps, cross_fit_outcomes,
@@ -362,8 +363,13 @@ def train_members(settings: FitSettings, plans: list, *, datasets: list | None =
     _clamp_batch_size(config, train_rows.shape[1])
     config = config.resolve(train_rows.shape[1])
     x = pre.x_tensor(xw)
-    dose = None if per[0].dose is None else torch.as_tensor(
-        np.stack([d.encoding.scale(d.dose) for d in per]), dtype=torch.float32)
+    knots, dose = None, None
+    if per[0].dose is not None:  # each member's dose scale, from the units it trains on
+        knots = member_dose_knots([d.encoding for d in per],
+                                  [d.dose[r] for d, r in zip(per, train_rows)])
+        dose = torch.as_tensor(np.stack(
+            [d.encoding.scale(d.dose) if knots is None or knots[j] is None
+             else np.interp(d.dose, *knots[j]) for j, d in enumerate(per)]), dtype=torch.float32)
     result = train_cfr(
         x if x.ndim == 3 else x.unsqueeze(0).expand(k, -1, -1),
         torch.as_tensor(arms, dtype=torch.long), torch.as_tensor(pre.y(y), dtype=torch.float32),
@@ -372,8 +378,9 @@ def train_members(settings: FitSettings, plans: list, *, datasets: list | None =
         device=settings.device, progress=progress, count_shares=_data_shares(per, encoding),
         ensembles=[p.ensemble for p in plans],
         stop_on_others=[p.stop_on_others for p in plans], dose=dose, **_per_member(plans, config))
-    members = FittedMembers.from_result(result, [p.seed for p in plans], train_rows, val_rows,
-                                        np.array([p.stop_on_others for p in plans]))
+    members = dataclasses.replace(FittedMembers.from_result(
+        result, [p.seed for p in plans], train_rows, val_rows,
+        np.array([p.stop_on_others for p in plans])), dose_knots=knots)
     return _survivors(Trained(members, pre, config, np.asarray(result.failed, dtype=bool)),
                       on_failure)
 
@@ -641,8 +648,10 @@ def dose_stage(settings: FitSettings, data: FitData, trained: Trained, gps, *,
     members, pre, enc = trained.members, trained.preprocessing, data.encoding
     grid = enc.stage_grid(DOSE_GRID)
     x_std = pre.x(data.xw)
-    own = member_dose_outputs(members.net, pre, x_std, enc.scale(data.dose))  # (K, n)
-    curves = member_dose_outputs(members.net, pre, x_std, enc.scale(grid)[None, :])  # (K, n, G)
+    own = member_dose_outputs(members.net, pre, x_std,
+                              members.dose_scale(enc, data.dose))  # (K, n)
+    curves = member_dose_outputs(members.net, pre, x_std, members.dose_scale(enc, grid),
+                                 grid=True)  # (K, n, G)
     mu, mu_curves = own.mean(0), curves.mean(0)
     plugin_curve = mu_curves.mean(0)
     if cross_fit and members.train_rows is not None:

@@ -242,15 +242,17 @@ def interval_imbalance_blocks(blocks: Sequence[torch.Tensor], ipm_kw: dict) -> t
 @torch.no_grad()
 def predict_dose(net: DoseNet, x: torch.Tensor, s: torch.Tensor, *,
                  batch_size: int = 65536) -> torch.Tensor:
-    """Every model's ``h(Phi(x_i), s_i)`` for shared rows ``x`` (n, d) and scaled doses ``s``
-    (n,): (K, n)."""
+    """Every model's ``h(Phi(x_i), s_i)`` for shared rows ``x`` (n, d) and scaled doses ``s``:
+    (n,) shared by the models, or (K, n), model k's own (models on scales of their own).
+    Returns (K, n)."""
     net.eval()
     device = net.rep_weights[0].device
     k, outs = net.n_models, []
+    s = s.unsqueeze(0).expand(k, -1) if s.ndim == 1 else s
     for start in range(0, x.shape[0], batch_size):
         xb = x[start:start + batch_size].to(device)
-        sb = s[start:start + batch_size].to(device=device, dtype=xb.dtype)
-        outs.append(net(xb.unsqueeze(0).expand(k, -1, -1), sb.unsqueeze(0).expand(k, -1))[1])
+        sb = s[:, start:start + batch_size].to(device=device, dtype=xb.dtype)
+        outs.append(net(xb.unsqueeze(0).expand(k, -1, -1), sb)[1])
     return torch.cat(outs, 1) if outs else torch.empty(k, 0)
 
 
@@ -258,12 +260,14 @@ def predict_dose(net: DoseNet, x: torch.Tensor, s: torch.Tensor, *,
 def predict_dose_grid(net: DoseNet, x: torch.Tensor, grid: torch.Tensor, *,
                       max_rows: int = 65536) -> torch.Tensor:
     """Every model's curve ``h(Phi(x_i), s)`` of shared rows ``x`` (n, d) at every scaled dose
-    of ``grid`` (G,): (K, n, G). Phi is computed once per unit; the heads run on (unit, dose)
-    pairs, ``max_rows`` at a time."""
+    of ``grid``: (G,) shared by the models, or (K, G), model k's own. Returns (K, n, G). Phi is
+    computed once per unit; the heads run on (unit, dose) pairs, ``max_rows`` at a time."""
     net.eval()
     device = net.rep_weights[0].device
-    k, g = net.n_models, len(grid)
+    k = net.n_models
     grid = grid.to(device=device, dtype=x.dtype)
+    grid = grid.unsqueeze(0).expand(k, -1) if grid.ndim == 1 else grid
+    g = grid.shape[1]
     per = max(1, max_rows // max(g, 1))
     outs = []
     for start in range(0, x.shape[0], per):
@@ -271,6 +275,6 @@ def predict_dose_grid(net: DoseNet, x: torch.Tensor, grid: torch.Tensor, *,
         phi = net.representation(xb.unsqueeze(0).expand(k, -1, -1))  # (K, m, r)
         m = phi.shape[1]
         pairs = phi.unsqueeze(2).expand(-1, -1, g, -1).reshape(k, m * g, -1)
-        s = grid.repeat(m).unsqueeze(0).expand(k, -1)
+        s = grid.repeat(1, m)  # (K, m * G): each unit's G doses in turn
         outs.append(net.heads(pairs, s).reshape(k, m, g))
     return torch.cat(outs, 1) if outs else torch.empty(k, 0, g)
