@@ -240,9 +240,11 @@ class CFRConfig:
     spline_knots: int = 1
     dose_strata: int = 4
     # ... and the dose's scale for the splines and the average curve's smoothing (ours, measured:
-    # docs/parameters.md items 33-34): "range" (min to max), "rank" (the doses' ranks through
-    # their deciles, nearly invariant to a monotone re-expression of the dose) or "auto" (rank
-    # where the median dose lies outside the middle half of the range, fitted.rank_scale)
+    # docs/parameters.md items 33-35): "range" (min to max), "rank" (the doses' ranks through
+    # their deciles -- each K-fold member's through those of its own training units, so that
+    # the band carries the knots' variance -- nearly invariant to a monotone re-expression of
+    # the dose) or "auto" (rank where the median dose lies outside the middle half of the
+    # range, fitted.rank_scale)
     dose_scale: str = "auto"
 
     def validate(self) -> "CFRConfig":
