@@ -218,12 +218,14 @@ def dose_knots(dose: np.ndarray, max_knots: int | None = None) -> tuple[tuple, t
 
 def member_dose_knots(encodings: list, seen_doses: list) -> tuple | None:
     """Each member's rank scale, from the doses of the units it saw (``seen_doses``, one array
-    per member, with the encoding of its data in ``encodings``): :func:`dose_knots` of those
-    doses, the first and last knot moved to the fitted range's ends (every member maps the
-    whole range onto [0, 1]); None for a member whose encoding uses the range, and None where
-    all do. The members' scales differ by the units each left out, so their delete-a-group
-    jackknife -- the band of the average curve -- carries the knots' sampling variance, which
-    one scale shared by all members hides (docs/parameters.md, item 35)."""
+    per member, with the encoding of its data in ``encodings``: a K-fold member's training
+    units, not its fold; a member without cross-fitting also its own validation units):
+    :func:`dose_knots` of those doses, the first and last knot moved to the fitted range's ends
+    (every member maps the whole range onto [0, 1]); None for a member whose encoding uses the
+    range, and None where all do. The members' scales differ by the units each left out, so
+    their delete-a-group jackknife -- the band of the average curve -- carries the knots'
+    sampling variance, which one scale shared by all members hides (docs/parameters.md,
+    item 35)."""
     out = []
     for enc, dose in zip(encodings, seen_doses):
         if not getattr(enc, "knots_t", ()):

@@ -364,9 +364,12 @@ def train_members(settings: FitSettings, plans: list, *, datasets: list | None =
     config = config.resolve(train_rows.shape[1])
     x = pre.x_tensor(xw)
     knots, dose = None, None
-    if per[0].dose is not None:  # each member's dose scale, from the units it trains on
+    if per[0].dose is not None:  # each member's dose scale, from the units it sees: its
+        # training units (a K-fold member's validation units are its fold, which it never sees)
+        seen = [tr if p.stop_on_others else np.concatenate([tr, va])
+                for p, tr, va in zip(plans, train_rows, val_rows)]
         knots = member_dose_knots([d.encoding for d in per],
-                                  [d.dose[r] for d, r in zip(per, train_rows)])
+                                  [d.dose[r] for d, r in zip(per, seen)])
         dose = torch.as_tensor(np.stack(
             [d.encoding.scale(d.dose) if knots is None or knots[j] is None
              else np.interp(d.dose, *knots[j]) for j, d in enumerate(per)]), dtype=torch.float32)

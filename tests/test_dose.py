@@ -483,6 +483,10 @@ def test_rank_scaled_members_read_the_dose_on_scales_of_their_own_training_units
                                curves[[2, 0]], rtol=1e-6)
     ranged = CFR(**{**TINY, "n_ensemble": 3, "dose_scale": "range"}).fit(Y, dose, X=X)
     assert ranged.fitted_.members.dose_knots is None
+    # one member (no folds) saw every unit, its training and its validation split: the fit's scale
+    single = CFR(**{**TINY, "dose_scale": "rank"}).fit(Y, dose, X=X)
+    enc = single.fitted_.encoding
+    assert single.fitted_.members.dose_knots == ((enc.knots_t, enc.knots_u),)
 
 
 def test_a_lone_dose_leaves_the_bandwidth_choice_finite_and_quiet():
