@@ -370,9 +370,12 @@ def test_dose_benchmark_smoke(tmp_path):
 
     raw = pd.read_csv(tmp_path / "dose_raw.csv")
     assert raw["error"].isna().all() and len(raw) == 3
-    assert np.isfinite(raw.set_index("method").loc["CFR", ["adrf_mise", "ite_mise",
-                                                           "band_coverage"]]).all()
-    assert "Cost of a continuous CFR fit" in (tmp_path / "dose.md").read_text()
+    cfr = raw.set_index("method").loc["CFR"]
+    scores = cfr[["adrf_mise", "ite_mise", "band_coverage", "ite_width"]].astype(float)
+    assert np.isfinite(scores).all()
+    assert 0 <= cfr["ite_coverage_outer"] <= 1 and 0 <= cfr["ite_coverage"] <= 1
+    text = (tmp_path / "dose.md").read_text()
+    assert "Cost of a continuous CFR fit" in text and "The units' curves' 95 % intervals" in text
 
 
 # ----------------------------------------------------------------------------- the dose's scale

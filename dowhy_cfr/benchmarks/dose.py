@@ -19,6 +19,11 @@ of the VCNet paper), then score
 ``band_coverage``, ``band_width``
     the share of grid points where the 95 % band of the average curve covers the true curve,
     and its mean width (CFR/TARNet: ``dose_response()``; NaN where a method has no band);
+``ite_coverage``, ``ite_coverage_outer``, ``ite_width``
+    the share of (test unit, grid dose) pairs where the 95 % interval of the unit's curve
+    (``dose_response(X)``: the members' jackknife) covers the true :math:`\mu(x_i, t)`, the same
+    share among the pairs whose true value lies in the outer quartiles of all of them (where
+    the curves are extreme and a smoothed estimate is most biased), and the mean width;
 ``time_s``, ``cpu_s``
     the wall seconds of the fit (with its doubly robust stage / nuisances) and the CPU seconds
     of this process during it (all its threads; unlike the wall time, not inflated by other
@@ -61,10 +66,10 @@ DOSE_METHODS = ("CFR", "TARNet", "CFR-plugin", "GPS-DR", "LinearDML", "LinearDML
                 "CausalForestDML", "CFR-binary")
 #: Columns of the per-run CSV.
 ROW_COLUMNS = ["design", "seed", "method", "adrf_mise", "ite_mise", "effect_mise",
-               "band_coverage", "band_coverage_central", "band_width", "time_s", "cpu_s",
-               "error"]
-_METRICS = ["adrf_mise", "ite_mise", "effect_mise", "band_coverage", "band_width", "time_s",
-            "cpu_s"]
+               "band_coverage", "band_coverage_central", "band_width", "ite_coverage",
+               "ite_coverage_outer", "ite_width", "time_s", "cpu_s", "error"]
+_METRICS = ["adrf_mise", "ite_mise", "effect_mise", "band_coverage", "band_width",
+            "ite_coverage", "ite_coverage_outer", "ite_width", "time_s", "cpu_s"]
 
 
 # ------------------------------------------------------------------------------ methods
@@ -161,8 +166,10 @@ def run_one(data: DoseData, method: str, seed: int, settings: dict) -> dict:
         row["time_s"], row["cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
         avg = est.dose_response(t_grid=grid)
         average, band = avg.estimate, (avg.lower, avg.upper)
-        individual = est.dose_response(data.x_test, t_grid=grid).estimate
+        units = est.dose_response(data.x_test, t_grid=grid)
+        individual = units.estimate
         at_ref = est.dose_response(data.x_test, t_grid=[data.t_ref]).estimate[:, 0]
+        row.update(_unit_coverage(units, curves))
     elif method == "GPS-DR":
         average, individual, at_ref = gps_dr(data, seed, settings.get("tiny", False))
         row["time_s"], row["cpu_s"] = time.perf_counter() - start, time.process_time() - cpu
@@ -232,6 +239,18 @@ def run_dose(designs, seeds, methods, *, settings: dict, progress: bool = True) 
     return pd.DataFrame(rows).reindex(columns=ROW_COLUMNS)
 
 
+def _unit_coverage(units, curves: np.ndarray) -> dict:
+    """The units' curves' intervals against the true curves ``curves`` (m, G): their coverage,
+    over all pairs and over the outer quartiles of the true values, and their mean width."""
+    if units.lower is None or not np.isfinite(units.lower).all():
+        return {}
+    covered = (units.lower <= curves) & (curves <= units.upper)
+    low, high = np.quantile(curves, [0.25, 0.75])
+    outer = (curves < low) | (curves > high)
+    return dict(ite_coverage=float(covered.mean()), ite_coverage_outer=float(covered[outer].mean()),
+                ite_width=float(np.mean(units.upper - units.lower)))
+
+
 def summarize_dose(raw: pd.DataFrame) -> pd.DataFrame:
     """Mean, standard error and median of each metric per (design, method)."""
     ok = raw[raw["error"].fillna("") == ""]
@@ -268,6 +287,12 @@ def dose_markdown(summary: pd.DataFrame, raw: pd.DataFrame, settings: dict) -> s
                          f"{cell(row, 'ite_mise')} | {cell(row, 'effect_mise')} | {cov} | "
                          f"{cell(row, 'band_width', 3)} | {row['time_s_mean']:.2f} | "
                          f"{row['cpu_s_mean']:.2f} |")
+        units = [f"{r['method']} {r['ite_coverage_mean']:.3f} (outer quartiles of the true "
+                 f"values {r['ite_coverage_outer_mean']:.3f}; width {r['ite_width_mean']:.3f})"
+                 for _, r in g.iterrows() if pd.notna(r.get("ite_coverage_mean", np.nan))]
+        if units:
+            lines.append("\nThe units' curves' 95 % intervals cover the true curves: "
+                         + "; ".join(units))
         by = g.set_index("method")
         if "CFR" in by.index and "CFR-binary" in by.index:
             wall = by.loc["CFR", "time_s_mean"] / by.loc["CFR-binary", "time_s_mean"]
