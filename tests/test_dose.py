@@ -486,6 +486,13 @@ def test_rank_scaled_members_read_the_dose_on_scales_of_their_own_training_units
                                curves[[2, 0]], rtol=1e-6)
     ranged = CFR(**{**TINY, "n_ensemble": 3, "dose_scale": "range"}).fit(Y, dose, X=X)
     assert ranged.fitted_.members.dose_knots is None
+    # members of stacked data sets: one on a range scale keeps the encoding's (None)
+    from dowhy_cfr.fitted import DoseEncoding, member_dose_knots
+
+    ranked_enc, ranged_enc = enc, DoseEncoding.fit(T, len(T), "auto", 4, "range")[0]
+    both = member_dose_knots([ranked_enc, ranged_enc], [dose[:200], T[:200]])
+    assert both[1] is None and both[0][0][1:-1] == dose_knots(dose[:200])[0][1:-1]
+    assert member_dose_knots([ranged_enc], [T]) is None
     # one member (no folds) saw every unit, its training and its validation split: the fit's scale
     single = CFR(**{**TINY, "dose_scale": "rank"}).fit(Y, dose, X=X)
     enc = single.fitted_.encoding
