@@ -312,10 +312,13 @@ class DoseEncoding:
         """The strata's labels (for messages)."""
         return [f"dose stratum {j + 1} of {self.n_strata}" for j in range(self.n_strata)]
 
-    def scale(self, dose) -> np.ndarray:
+    def scale(self, dose, knots: tuple | None = None) -> np.ndarray:
         """Doses on the encoding's scale in [0, 1]: the network's input (the rank scale where
-        ``knots_t`` is set, else the range)."""
+        ``knots_t`` is set, else the range), or on the rank scale of a member's own ``knots``
+        (``(knots_t, knots_u)``, :func:`member_dose_knots`) where given."""
         dose = np.asarray(dose, dtype=float)
+        if knots is not None:
+            return np.interp(dose, *knots)
         if not self.knots_t:
             return (dose - self.t_min) / max(self.t_max - self.t_min, 1e-300)
         return np.interp(dose, self.knots_t, self.knots_u)
@@ -665,8 +668,7 @@ class FittedMembers:
         encoding's (:meth:`DoseEncoding.scale`) for all."""
         doses = np.asarray(doses, dtype=float).reshape(-1)
         knots = (None,) * self.n_models if self.dose_knots is None else self.dose_knots
-        return np.stack([encoding.scale(doses) if k is None else np.interp(doses, *k)
-                         for k in knots])
+        return np.stack([encoding.scale(doses, k) for k in knots])
 
 
 # ----------------------------------------------------------------------------- final stage

@@ -370,9 +370,9 @@ def train_members(settings: FitSettings, plans: list, *, datasets: list | None =
                 for p, tr, va in zip(plans, train_rows, val_rows)]
         knots = member_dose_knots([d.encoding for d in per],
                                   [d.dose[r] for d, r in zip(per, seen)])
-        dose = torch.as_tensor(np.stack(
-            [d.encoding.scale(d.dose) if knots is None or knots[j] is None
-             else np.interp(d.dose, *knots[j]) for j, d in enumerate(per)]), dtype=torch.float32)
+        own = knots or (None,) * k
+        dose = torch.as_tensor(np.stack([d.encoding.scale(d.dose, kn) for d, kn in zip(per, own)]),
+                               dtype=torch.float32)
     result = train_cfr(
         x if x.ndim == 3 else x.unsqueeze(0).expand(k, -1, -1),
         torch.as_tensor(arms, dtype=torch.long), torch.as_tensor(pre.y(y), dtype=torch.float32),
