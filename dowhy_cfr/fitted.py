@@ -50,7 +50,7 @@ __all__ = ["TreatmentEncoding", "Columns", "Preprocessing", "FittedMembers", "Fi
            "DebiasedStage", "FittedCFR", "encode_treatment", "standardize", "history_frame",
            "plain", "member_outputs", "effects_of", "EncodedX", "MAX_ARMS", "MIN_DOSE_VALUES",
            "TREATMENT_KINDS", "DoseEncoding", "DoseStage", "member_dose_outputs", "dose_knots",
-           "member_dose_knots",
+           "member_dose_knots", "seen_rows",
            "DOSE_KNOTS", "DOSE_RANK_OUTSIDE", "rank_scale"]
 
 #: ``treatment="auto"``: a treatment with more distinct values than this is continuous (if
@@ -216,6 +216,15 @@ def dose_knots(dose: np.ndarray, max_knots: int | None = None) -> tuple[tuple, t
     return tuple(float(v) for v in t), tuple(float(v) for v in u)
 
 
+def seen_rows(train_rows, val_rows, stopped_on_others=None) -> list:
+    """The units each member saw, trained or early-stopped on: its training rows, and its
+    validation rows unless it stopped by the others' objectives (a K-fold member's validation
+    rows are its fold, which it never sees). One array per member."""
+    others = ((False,) * len(train_rows) if stopped_on_others is None else stopped_on_others)
+    return [train if other else np.concatenate([train, val])
+            for train, val, other in zip(train_rows, val_rows, others)]
+
+
 def member_dose_knots(encodings: list, seen_doses: list) -> tuple | None:
     """Each member's rank scale, from the doses of the units it saw (``seen_doses``, one array
     per member, with the encoding of its data in ``encodings``: a K-fold member's training
@@ -228,7 +237,7 @@ def member_dose_knots(encodings: list, seen_doses: list) -> tuple | None:
     item 35)."""
     out = []
     for enc, dose in zip(encodings, seen_doses):
-        if not getattr(enc, "knots_t", ()):
+        if not enc.knots_t:
             out.append(None)
             continue
         t, u = dose_knots(dose)
@@ -630,11 +639,9 @@ class FittedMembers:
         others' objectives are not its own criterion). A unit member j did not see is out of
         fold for it: for K-fold bagged members, the j-th fold."""
         mask = np.zeros((self.n_models, n_units), dtype=bool)
-        others = (np.zeros(self.n_models, dtype=bool) if self.stopped_on_others is None
-                  else self.stopped_on_others)
-        for j, (train, val) in enumerate(zip(self.train_rows, self.val_rows)):
-            mask[j, train] = True
-            mask[j, val] |= not others[j]
+        for j, rows in enumerate(seen_rows(self.train_rows, self.val_rows,
+                                           self.stopped_on_others)):
+            mask[j, rows] = True
         return mask
 
     def scoring_rows(self, member: int, n_units: int) -> np.ndarray:

@@ -55,7 +55,7 @@ from .adrf import UNDERSMOOTH
 from .fitted import (BlendStage, Columns, DebiasedStage, DoseStage, FinalStage, FittedCFR,
                      FittedMembers, Preprocessing, TreatmentEncoding, effects_of,
                      encode_treatment, member_dose_knots, member_dose_outputs, member_outputs,
-                     plain, regressions_at)
+                     plain, regressions_at, seen_rows)
 from .metrics import SELECTION_CRITERIA, Nuisances, selection_scores
 from .nuisance import (Propensity, aipw_scores, blend_weights, clipped_warning,
                        cross_fit_dr_learner, cross_fit_gps, cross_fit_outcomes,
@@ -364,10 +364,8 @@ def train_members(settings: FitSettings, plans: list, *, datasets: list | None =
     config = config.resolve(train_rows.shape[1])
     x = pre.x_tensor(xw)
     knots, dose = None, None
-    if per[0].dose is not None:  # each member's dose scale, from the units it sees: its
-        # training units (a K-fold member's validation units are its fold, which it never sees)
-        seen = [tr if p.stop_on_others else np.concatenate([tr, va])
-                for p, tr, va in zip(plans, train_rows, val_rows)]
+    if per[0].dose is not None:  # each member's dose scale, from the units it sees
+        seen = seen_rows(train_rows, val_rows, [p.stop_on_others for p in plans])
         knots = member_dose_knots([d.encoding for d in per],
                                   [d.dose[r] for d, r in zip(per, seen)])
         own = knots or (None,) * k
