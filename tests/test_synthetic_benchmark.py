@@ -115,9 +115,32 @@ def test_quartile_coverage_by_hand():
     assert all(np.isnan(v) for v in quartile_coverage(np.ones(8), 0.0, 2.0).values())
 
 
+def test_width_error_rank_by_hand():
+    """Spearman's correlation between widths and absolute errors: +1 when the widest intervals
+    sit on the largest errors, -1 when on the smallest; NaN without information."""
+    from scipy.stats import spearmanr
+
+    from dowhy_cfr.benchmarks.synthetic import width_error_rank
+
+    truth = np.zeros(5)
+    estimate = np.array([0.1, -0.4, 0.2, 0.5, -0.3])  # errors 0.1 0.4 0.2 0.5 0.3
+    half = np.array([1.0, 4.0, 2.0, 5.0, 3.0])
+    assert width_error_rank(truth, estimate, -half, half) == pytest.approx(1.0)
+    assert width_error_rank(truth, estimate, half - 6, 6 - half) == pytest.approx(-1.0)
+    rng = np.random.default_rng(0)
+    tau, est, w = rng.normal(size=(3, 50))
+    assert width_error_rank(tau, est, est - np.abs(w), est + np.abs(w)) == pytest.approx(
+        spearmanr(2 * np.abs(w), np.abs(est - tau))[0])
+    assert np.isnan(width_error_rank(truth, estimate, -1.0, 1.0))  # one width: no ranking
+    assert np.isnan(width_error_rank(truth, estimate, np.nan, np.nan))  # no intervals
+    assert np.isnan(width_error_rank(truth, truth, -half, half))  # no error to rank
+
+
 def test_coverage_run_reports_quartiles_recomputed_by_hand():
     """The coverage command's per-run quartile columns, recomputed from the same fit
     (LinearDML, seeded) on the same test units."""
+    from scipy.stats import spearmanr
+
     from dowhy_cfr.benchmarks.synthetic import make_estimator, run_data, run_one
 
     settings = dict(n_iter=None, tiny=True, d=6, sigma=1.0, n_test=200, alpha=0.1,
@@ -132,6 +155,9 @@ def test_coverage_run_reports_quartiles_recomputed_by_hand():
     assert row["tau_width_q4"] == pytest.approx(np.mean(hi[q4] - lo[q4]))
     assert np.mean([row[f"tau_coverage_q{q}"] for q in range(1, 5)]) == pytest.approx(
         row["tau_coverage"])
+    tau_hat = np.ravel(est.effect(test.x))
+    assert row["tau_width_rank"] == pytest.approx(
+        spearmanr(hi - lo, np.abs(tau_hat - test.tau))[0])
 
 
 def test_summary_coverage_and_monte_carlo_se():

@@ -15,7 +15,10 @@ training units' numeric covariates ``X`` and measure
 * ``tau_coverage``, ``tau_width`` and ``tau_coverage_q1`` ... ``tau_width_q4``: the pointwise
   ``effect_interval`` on the held-out units (CFR/TARNet's members' jackknife, BCF's posterior,
   the forests' and DML's intervals), over all of them and within each quartile of the true tau
-  (:func:`~dowhy_cfr.benchmarks.synthetic.quartile_coverage`);
+  (:func:`~dowhy_cfr.benchmarks.synthetic.quartile_coverage`); ``tau_width_rank``: whether
+  the widths say where the errors are, the rank correlation between an interval's width and
+  the absolute error of the estimate there
+  (:func:`~dowhy_cfr.benchmarks.synthetic.width_error_rank`; NaN for one width everywhere);
 * CFR family only, from the same fit (:func:`blend_diagnostics`): ``pehe_heads``, root PEHE of
   the heads' effects ``individual_effect`` (h1 - h0 plus the AIPW shift) next to ``pehe`` of the
   reported (blended) ``effect``; ``blend_lam``, the heads' weight of the blend (0 with a constant
@@ -46,7 +49,7 @@ from . import report
 from ._runner import TaskPool, add_threads_argument, progress_bar
 from .methods import parse_cfr_params
 from .synthetic import (CFR_FAMILY, QUARTILE_COLUMNS, cfr_inference, interval_coverage,
-                        make_estimator, pointwise_interval, quartile_coverage)
+                        make_estimator, pointwise_interval, quartile_coverage, width_error_rank)
 
 __all__ = ["REALISTIC_METHODS", "ROW_COLUMNS", "DATA_COLUMNS", "VARYING_TAU_SD", "run_one",
            "draw_data", "fit_method", "data_row", "blend_diagnostics", "run_realistic",
@@ -60,13 +63,15 @@ REALISTIC_METHODS = ("CFR", "TARNet", "CFR-paper", "XLearner", "TLearner", "SLea
 ROW_COLUMNS = ["design", "surface", "n", "seed", "method", "pehe", "pehe_heads", "blend_lam",
                "blend_constant", "tau_sd", "ate", "ate_true", "ate_sample", "ate_error",
                "ate_abs_error", "ate_lower", "ate_upper", "ate_covered", "ate_width",
-               "tau_coverage", "tau_width", *QUARTILE_COLUMNS, "time_s", "cpu_s", "error"]
+               "tau_coverage", "tau_width", *QUARTILE_COLUMNS, "tau_width_rank", "time_s", "cpu_s",
+               "error"]
 #: Columns of the per-data-set CSV (what each design looks like at each n and seed).
 DATA_COLUMNS = ["design", "n", "seed", "table", "surface", "p", "with_replacement",
                 "treated_share", "extreme_share", "table_extreme_share", "overlap",
                 "heterogeneity", "tau_sd", "ate_true", "ate_mc_se", "ate_sample"]
 _METRICS = ["pehe", "pehe_heads", "blend_lam", "blend_constant", "tau_sd", "ate_abs_error",
-            "ate_covered", "ate_width", "tau_coverage", "tau_width", *QUARTILE_COLUMNS, "time_s",
+            "ate_covered", "ate_width", "tau_coverage", "tau_width", *QUARTILE_COLUMNS,
+            "tau_width_rank", "time_s",
             "cpu_s"]
 #: A design's tau "varies" where its sd over the test units is at least this (every surface but
 #: ``constant`` has sd 0.75-1 by construction): a constant effect reported there is a fallback
@@ -204,6 +209,7 @@ def run_one(design: str, n: int, seed: int, method: str, settings: dict) -> dict
     covered, width = interval_coverage(data.ate, lo, hi)
     tau_cov, tau_width = interval_coverage(data.test.tau, tau_lo, tau_hi)
     row.update(quartile_coverage(data.test.tau, tau_lo, tau_hi))
+    row["tau_width_rank"] = width_error_rank(data.test.tau, tau_hat, tau_lo, tau_hi)
     row.update(tau_coverage=tau_cov, tau_width=tau_width, pehe=float(np.sqrt(np.mean((tau_hat - data.test.tau) ** 2))), ate=ate,
                ate_error=ate - data.ate, ate_abs_error=abs(ate - data.ate), ate_lower=lo,
                ate_upper=hi, ate_covered=covered, ate_width=width)
@@ -388,7 +394,7 @@ def _tau_interval_table(rows: pd.DataFrame) -> str:
     """τ(x) interval coverage and mean width, over the held-out units and in the lowest (Q1)
     and highest (Q4) quartile of the true τ, for the methods with pointwise intervals."""
     header = ["design", "n", "method", "coverage", "width", "Q1 coverage", "Q1 width",
-              "Q4 coverage", "Q4 width"]
+              "Q4 coverage", "Q4 width", "width~error rank"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for _, r in rows[rows["tau_coverage_mean"].notna()].iterrows():
         cells = [str(r["design"]), str(r["n"]), str(r["method"]),
@@ -396,6 +402,7 @@ def _tau_interval_table(rows: pd.DataFrame) -> str:
         cells += [_cell(r.get(f"tau_{what}_q{q}_mean", np.nan),
                         digits=2 if what == "coverage" else 3)
                   for q in (1, 4) for what in ("coverage", "width")]
+        cells.append(_cell(r.get("tau_width_rank_mean", np.nan), digits=2))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -421,8 +428,11 @@ def realistic_markdown(summary: pd.DataFrame, data: pd.DataFrame, *,
     if summary["tau_coverage_mean"].notna().any():
         parts += ["", "### τ(x) intervals per surface family and per design: coverage and mean "
                       "width on the held-out units, and within the lowest (Q1) and highest (Q4) "
-                      "quartile of the true τ (— where τ is constant)", "",
-                  _tau_interval_table(pd.concat([_per_surface(summary), _per_design(summary)]))]
+                      "quartile of the true τ (— where τ is constant), and the rank correlation "
+                      "between an interval's width and the estimate's absolute error (do the "
+                      "widths say where the errors are? 0: not at all)", "",
+                  _tau_interval_table(pd.concat([summary[summary["design"] == "all"],
+                                                 _per_surface(summary), _per_design(summary)]))]
     return "\n".join(parts)
 
 

@@ -41,6 +41,7 @@ from .methods import parse_cfr_params
 
 __all__ = ["SYNTHETIC_METHODS", "EXTRA_PEERS", "CFR_FAMILY", "INTERVAL_METHODS", "ROW_COLUMNS",
            "QUARTILE_COLUMNS", "ProjectionCATE", "interval_coverage", "quartile_coverage",
+           "width_error_rank",
            "pointwise_interval", "make_estimator",
            "cfr_inference", "run_data", "run_one", "run_synthetic", "summarize_synthetic", "synthetic_markdown", "add_parsers",
            "run_command"]
@@ -71,9 +72,9 @@ _TAKES_W = CFR_FAMILY + INTERVAL_METHODS
 QUARTILE_COLUMNS = [f"tau_{what}_q{q}" for q in range(1, 5) for what in ("coverage", "width")]
 ROW_COLUMNS = ["design", "n", "seed", "method", "pehe", "ate", "ate_true", "ate_sample", "ate_error",
                "ate_abs_error", "ate_lower", "ate_upper", "ate_covered", "ate_width",
-               "tau_coverage", "tau_width", *QUARTILE_COLUMNS, "time_s", "error"]
+               "tau_coverage", "tau_width", *QUARTILE_COLUMNS, "tau_width_rank", "time_s", "error"]
 _METRICS = ["ate_abs_error", "pehe", "ate_covered", "ate_width", "tau_coverage", "tau_width",
-            *QUARTILE_COLUMNS, "time_s"]
+            *QUARTILE_COLUMNS, "tau_width_rank", "time_s"]
 
 
 # ------------------------------------------------------------------------------ methods
@@ -297,6 +298,47 @@ def quartile_coverage(truth, lower, upper) -> dict:
     return out
 
 
+def width_error_rank(truth, estimate, lower, upper) -> float:
+    """Do the pointwise intervals say where the errors are? Spearman's rank correlation, over
+    the units, between an interval's width and the estimate's absolute error there.
+
+    1: the widest intervals sit where the errors are largest; 0: the widths say nothing about
+    which units are estimated worse (a band of one width, or widths that follow noise). An
+    interval can cover 95 % of the units at any value of it: coverage says the widths are large
+    enough on average, this says whether they are large in the right places.
+
+    Parameters
+    ----------
+    truth, estimate : array_like of shape (m,)
+        The true and the estimated effects of the units.
+    lower, upper : array_like
+        The intervals, broadcastable to (m,).
+
+    Returns
+    -------
+    float
+        NaN for a method without intervals (a NaN bound), fewer than 3 units, or widths or
+        errors that do not vary (a constant effect's intervals, an exact estimate).
+
+    Examples
+    --------
+    >>> width_error_rank([0.0, 0.0, 0.0, 0.0], [0.1, 0.2, 0.3, 0.4], [-1, -2, -3, -4], [1, 2, 3, 4])
+    1.0
+    """
+    from scipy.stats import spearmanr
+
+    truth = np.asarray(truth, dtype=float).reshape(-1)
+    error = np.abs(np.asarray(estimate, dtype=float).reshape(-1) - truth)
+    lower, upper = (np.broadcast_to(np.asarray(a, dtype=float).reshape(-1) if np.ndim(a) else
+                                    np.asarray(a, dtype=float), truth.shape)
+                    for a in (lower, upper))
+    width = upper - lower
+    if truth.size < 3 or np.isnan(width).any() or np.ptp(width) <= 1e-12 * max(
+            1.0, float(np.abs(width).max())) or np.ptp(error) == 0:
+        return float("nan")
+    return float(spearmanr(width, error)[0])
+
+
 def pointwise_interval(fn, x, alpha: float):
     """``fn(x, alpha=alpha)`` as two float arrays, or NaN when the method has no interval
     (``fn`` None; EconML raises AttributeError when ``inference`` is None; other errors
@@ -429,6 +471,7 @@ def _metrics(est, x, x_test, tau_train, tau_test, alpha: float, ate_true: float)
                 ate_error=ate - ate_true, ate_abs_error=abs(ate - ate_true),
                 ate_lower=float(np.ravel(lo)[0]), ate_upper=float(np.ravel(hi)[0]),
                 ate_covered=covered, ate_width=width, tau_coverage=tau_cov, tau_width=tau_width,
+                tau_width_rank=width_error_rank(tau_test, tau_hat, tau_lo, tau_hi),
                 **quartile_coverage(tau_test, tau_lo, tau_hi))
 
 
@@ -493,7 +536,7 @@ def synthetic_markdown(summary: pd.DataFrame, *, coverage: bool = False) -> str:
     if coverage:
         header = ["design", "n", "method", "runs", "ATE coverage", "ATE width",
                   "τ(x) coverage", "τ(x) width", "τ(x) cov. Q1", "Q1 width", "τ(x) cov. Q4",
-                  "Q4 width", "|ATE error|", "s / fit"]
+                  "Q4 width", "width~error rank", "|ATE error|", "s / fit"]
     else:
         header = ["design", "n", "method", "runs", "|ATE error|", "√PEHE", "ATE coverage",
                   "ATE width", "τ(x) coverage", "s / fit"]
@@ -505,6 +548,7 @@ def synthetic_markdown(summary: pd.DataFrame, *, coverage: bool = False) -> str:
         if coverage:
             cells = [cov, _cell(r["ate_width_mean"]), _cell(r["tau_coverage_mean"], digits=2),
                      _cell(r["tau_width_mean"]), *_quartile_cells(r),
+                     _cell(r.get("tau_width_rank_mean", np.nan), digits=2),
                      _cell(r["ate_abs_error_mean"]), _cell(r["time_s_mean"], digits=1)]
         else:
             cells = [_cell(r["ate_abs_error_mean"], r["ate_abs_error_se"]),
