@@ -306,7 +306,9 @@ def load(path):
     for name, value in old.items():
         if name != "alpha_units" or "alpha" in params:  # TARNet has neither
             params.setdefault(name, value)
-    config = CFRConfig(**{**old, **state["config"]})
+    # the training record: a model saved before lr_warmup existed trained without one (its
+    # parameters keep "auto", so that a refit follows today's rule, as for the fast start)
+    config = CFRConfig(**{**old, "lr_warmup": 0, **state["config"]})
     pre = Preprocessing(state["loss"], _get(state, arrays, "scaler", FeatureScaler), arrays["y_mean"],
                         arrays["y_scale"])
     columns = Columns(state["n_x"], state["n_w"], state["x_columns"], state["w_columns"],

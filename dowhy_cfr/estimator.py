@@ -233,9 +233,13 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         ``mu_1 = m + d/2``) whose weights' L2 is ``effect_penalty`` x ``weight_decay``.
     learning_rate, lr_decay, lr_decay_steps : float or "auto", float or "auto", int
         Adam's learning rate, times ``lr_decay`` every ``lr_decay_steps`` (1.0: no decay). Both
-        "auto": 4e-3 times 0.9 at batches of up to 100 units (in memory;
-        ``docs/parameters.md``, item 25), else 2e-3 per 100 units of batch (at most 8e-3) times
-        cfrnet's 0.97, as when either is set by hand.
+        "auto": 8e-3 times 0.8 at batches of up to 100 units (in memory; ``docs/parameters.md``,
+        items 25 and 37), else 2e-3 per 100 units of batch (at most 8e-3) times cfrnet's 0.97,
+        as when either is set by hand.
+    lr_warmup : int or "auto"
+        The step size rises linearly over the first ``lr_warmup`` steps (0: at once, as in
+        cfrnet); "auto": 50 steps with the fast start above, else 0 (``docs/parameters.md``,
+        item 37: without it the 8e-3 start left members on a near-linear plateau).
     ema_decay : float, default 0.99
         Validation, early stopping and the fitted networks use an exponential moving average of
         the weights with this decay (warmed up over the first steps), which removes most of the
@@ -384,7 +388,8 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         weight_init=_D.weight_init, feature_scaling=_D.feature_scaling, head_form=_D.head_form,
         effect_penalty=_D.effect_penalty,
         learning_rate=_D.learning_rate, lr_decay=_D.lr_decay,
-        lr_decay_steps=_D.lr_decay_steps, ema_decay=_D.ema_decay, batch_size=_D.batch_size,
+        lr_decay_steps=_D.lr_decay_steps, lr_warmup=_D.lr_warmup, ema_decay=_D.ema_decay,
+        batch_size=_D.batch_size,
         n_iter=_D.n_iter, val_fraction=_D.val_fraction, eval_every=_D.eval_every,
         patience=_D.patience,
         relative_patience=_D.relative_patience, stop_quorum=_D.stop_quorum,

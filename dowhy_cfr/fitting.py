@@ -361,7 +361,7 @@ def train_members(settings: FitSettings, plans: list, *, datasets: list | None =
     rows, train_rows, val_rows = _member_rows(plans, per, config)
     pre = Preprocessing.fit(loss, xw, y, rows, config.scaling)
     _clamp_batch_size(config, train_rows.shape[1])
-    config = config.resolve(train_rows.shape[1])
+    config = config.resolve(train_rows.shape[1], continuous=per[0].dose is not None)
     x = pre.x_tensor(xw)
     knots, dose = None, None
     if per[0].dose is not None:  # each member's dose scale, from the units it sees

@@ -23,14 +23,17 @@ What is the default here and what is not, to keep the test to a few minutes on o
   regression, C = 1) rather than the default's choice between it and boosting, whose 300
   cross-fittings would cost more than the networks.
 
-Measured: coverage 0.923 of the population ATE with the seeds below (277 of 300 intervals) at
-the current defaults (averaged weights, ``ema_decay=0.99``: bias 0.006, the estimates' sd 0.095
+Measured: coverage 0.910 of the population ATE with the seeds below (273 of 300 intervals) at
+the current defaults (the fast start's 8e-3 with its warm-up, docs/parameters.md item 37: bias
+0.009, the estimates' sd 0.100 against a mean standard error of about 0.094). Before item 37:
+0.923 (277 of 300; averaged weights, ``ema_decay=0.99``: bias 0.006, the estimates' sd 0.095
 against a mean standard error of 0.090; the last iterate, ``ema_decay=0``, also 0.923); 0.920
 when the K-fold members first never saw their fold (0.913 before, when they
 early-stopped on it; docs/parameters.md, item 15); the same data gave 0.913-0.927 under five
 training settings that differ only in the learning rate, the wait after a best and the batches'
-arm rounding (0.927 at the former defaults, 0.923 with only the batch rounding changed). So the
-procedure covers about 0.92 here, 2.4 Monte Carlo standard errors below 95 %: a standard error
+arm rounding (0.927 at the former defaults, 0.923 with only the batch rounding changed), and
+0.910 with the larger start. So the procedure covers about 0.91-0.92 here, 2.4-3.2 Monte Carlo
+standard errors below 95 %: a standard error
 about 4-6 % below the estimates' spread and a bias of a tenth of it on this small, strongly
 confounded design. The
 test asserts that measured level, not the nominal band it used to sit at the edge of (it
@@ -58,8 +61,8 @@ MC_SE = np.sqrt(NOMINAL * (1 - NOMINAL) / K)  # 0.0126
 #: nominal +- 2 Monte Carlo standard errors: [0.925, 0.975]; one network's 0.900 (a former
 #: default) is 4 SE low, the default's measured 0.913-0.927 1.8-2.9 SE low (the docstring).
 BAND = (NOMINAL - 2 * MC_SE, NOMINAL + 2 * MC_SE)
-#: the lower end asserted: the measured level's lowest 0.913, less one interval of 300 (0.003),
-#: rounded down; above one network's 0.900
+#: the lower end asserted: the measured levels' lowest before item 37, 0.913, less one
+#: interval of 300 (0.003), rounded down; above one network's 0.900. Item 37's 0.910 is above it
 FLOOR = 0.905
 
 

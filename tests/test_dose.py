@@ -13,7 +13,7 @@ from scipy.stats import t as student_t
 from dowhy_cfr import CFR, TARNet
 from dowhy_cfr.core import (CFRConfig, DoseNet, bspline_basis, dose_strata, imbalance,
                             interval_imbalance, predict_dose, predict_dose_grid, train_cfr)
-from dowhy_cfr.core.config import AUTO_FAST_DECAY, AUTO_FAST_LEARNING_RATE
+from dowhy_cfr.core.config import AUTO_DOSE_DECAY, AUTO_DOSE_LEARNING_RATE
 from dowhy_cfr.core.dose import interval_imbalance_blocks
 from dowhy_cfr.debiased import jackknife_stderr
 from helpers import TINY
@@ -140,8 +140,9 @@ def test_the_curves_of_a_trained_network_are_accurate(fitted_dose):
     network's average curve's squared error 0.021 (0.020); after one step 1.12 and 0.62
     (test_one_step_fails_the_accuracy_thresholds)."""
     est, (X, T, Y) = fitted_dose
-    config = est.fitted_.config  # the fast start, as for a binary fit of this size
-    assert (config.learning_rate, config.lr_decay) == (AUTO_FAST_LEARNING_RATE, AUTO_FAST_DECAY)
+    config = est.fitted_.config  # a dose's fast start: 4e-3 by 0.9, no warm-up
+    assert (config.learning_rate, config.lr_decay, config.lr_warmup) == (
+        AUTO_DOSE_LEARNING_RATE, AUTO_DOSE_DECAY, 0)
     X_new = dose_design(200, seed=1)[0]
     curves = est.dose_response(X_new, t_grid=GRID)
     assert curves.estimate.shape == (200, len(GRID)) and curves.kind == "individual"

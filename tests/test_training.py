@@ -406,23 +406,27 @@ def test_auto_step_limit_is_50_epochs_within_1500_to_3000_steps():
     assert CFRConfig(batch_size=32).resolve(470).n_iter == 1500  # smaller batches keep it
 
 
-@pytest.mark.parametrize("n_train, batch, lr, decay, n_iter", [
-    (470, 100, 4e-3, 0.9, 1500),  # IHDP's training split: cfrnet's batch, the fast start
-    (1600, 100, 4e-3, 0.9, 1500),  # designs A-E at n = 2,000 (K-fold members)
-    (2000, 100, 4e-3, 0.9, 1500),  # up to 2,000 training units (n = 2,500 with K-fold members)
-    (2001, 251, 5.02e-3, 0.97, 598),  # then 8 batches per pass, at least 200 units
-    (3200, 400, 8e-3, 0.97, 400),  # the realistic suite at n = 4,000 (K-fold members)
-    (16000, 400, 8e-3, 0.97, 2000),  # at most 400 units per step
-    (None, 100, 2e-3, 0.97, 3000),  # a stream of unknown size: the rule before
-    (60, 60, 4e-3, 0.9, 1500),  # a training split smaller than a batch: one batch of it all
+@pytest.mark.parametrize("n_train, batch, lr, decay, warmup, n_iter", [
+    (470, 100, 8e-3, 0.8, 50, 1500),  # IHDP's training split: cfrnet's batch, the fast start
+    (1600, 100, 8e-3, 0.8, 50, 1500),  # designs A-E at n = 2,000 (K-fold members)
+    (2000, 100, 8e-3, 0.8, 50, 1500),  # up to 2,000 training units (n = 2,500, K-fold members)
+    (2001, 251, 5.02e-3, 0.97, 0, 598),  # then 8 batches per pass, at least 200 units
+    (3200, 400, 8e-3, 0.97, 0, 400),  # the realistic suite at n = 4,000 (K-fold members)
+    (16000, 400, 8e-3, 0.97, 0, 2000),  # at most 400 units per step
+    (None, 100, 2e-3, 0.97, 0, 3000),  # a stream of unknown size: the rule before
+    (60, 60, 8e-3, 0.8, 50, 1500),  # a training split smaller than a batch: one batch of it all
 ])
 def test_auto_batch_learning_rate_and_steps_follow_the_training_split(n_train, batch, lr, decay,
-                                                                      n_iter):
+                                                                      warmup, n_iter):
     cfg = CFRConfig().resolve(n_train)
-    assert (cfg.batch_size, cfg.n_iter) == (batch, n_iter)
+    assert (cfg.batch_size, cfg.n_iter, cfg.lr_warmup) == (batch, n_iter, warmup)
     assert cfg.learning_rate == pytest.approx(lr)
     assert cfg.lr_decay == pytest.approx(decay)
     assert cfg.resolve(n_train) == cfg  # a resolved configuration resolves to itself
+    dose = CFRConfig().resolve(n_train, continuous=True)  # a dose's fast start: 4e-3 by 0.9
+    fast = warmup > 0
+    assert (dose.learning_rate, dose.lr_decay, dose.lr_warmup) == (
+        (4e-3, 0.9, 0) if fast else (cfg.learning_rate, cfg.lr_decay, 0))
     assert CFRConfig().min_wait(n_train) == (100 if n_train is None else
                                              max(100, int(np.ceil(7 * n_train / batch))))
 
@@ -435,15 +439,48 @@ def test_auto_batch_learning_rate_and_steps_follow_the_training_split(n_train, b
     (PAPER_IHDP, 1e-3, 0.97),  # the paper's schedule
 ])
 def test_the_fast_start_needs_both_step_settings_auto(params, lr, decay):
-    """The fast start (4e-3 shrinking by 0.9) is learning_rate="auto" with lr_decay="auto" at
-    batches of up to 100 units; setting either by hand gives the rule before it (models saved
-    before it stored lr_decay=0.97, and so refit as they were trained)."""
+    """The fast start (8e-3 shrinking by 0.8 after a 50-step warm-up) is learning_rate="auto"
+    with lr_decay="auto" at batches of up to 100 units; setting either by hand gives the rule
+    before it, without a warm-up (models saved before it stored lr_decay=0.97, and so refit as
+    they were trained)."""
     cfg = CFRConfig(**params).resolve(470)
-    assert cfg.batch_size == 100
+    assert cfg.batch_size == 100 and cfg.lr_warmup == 0
     assert (cfg.learning_rate, cfg.lr_decay) == (pytest.approx(lr), pytest.approx(decay))
     assert not CFRConfig(**params).is_fast_start(470, 100)
     assert CFRConfig().is_fast_start(470, 100) and not CFRConfig().is_fast_start(4700, 101)
     assert not CFRConfig().is_fast_start(None, 100)  # a stream
+
+
+def test_the_warm_up_raises_the_step_linearly_then_the_staircase_takes_over():
+    """lr_warmup=w: step s (1, 2, ...) takes min(1, s/w) of the scheduled rate, which decays
+    by lr_decay every lr_decay_steps as without a warm-up; the history records the rate the
+    next step takes. 0 (or a rate set by hand with "auto") trains at the full rate at once."""
+    from dowhy_cfr import CFR
+
+    cfg = CFRConfig(lr_warmup=40).resolve(470)
+    assert [cfg.warmup_factor(s) for s in (1, 20, 40, 41, 500)] == [1 / 40, 0.5, 1.0, 1.0, 1.0]
+    assert CFRConfig(lr_warmup=0).resolve(470).warmup_factor(1) == 1.0
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    T = rng.binomial(1, 0.5, 300)
+    Y = X[:, 0] + T + rng.normal(size=300)
+    kw = dict(n_iter=120, eval_every=20, patience=None, n_ensemble=1, cross_fit=False,
+              final_blend=False, random_state=0, verbose=0)
+    rates = CFR(lr_warmup=40, lr_decay_steps=100, **kw).fit(Y, T, X=X).history_.groupby(
+        "step").learning_rate.first()
+    # after step s the optimiser holds step s + 1's rate: 8e-3 * (s + 1) / 40, then 8e-3, and
+    # 8e-3 * 0.8 from step 101 on
+    assert rates[20] == pytest.approx(8e-3 * 21 / 40) and rates[60] == pytest.approx(8e-3)
+    assert rates[120] == pytest.approx(8e-3 * 0.8)
+    plain = CFR(lr_warmup=0, **kw).fit(Y, T, X=X).history_.groupby("step").learning_rate.first()
+    assert plain[20] == pytest.approx(8e-3) and plain[120] == pytest.approx(8e-3 * 0.8)
+
+
+@pytest.mark.parametrize("value, error", [("slow", ValueError), (-1, ValueError),
+                                          (2.5, TypeError), (True, TypeError)])
+def test_lr_warmup_is_checked(value, error):
+    with pytest.raises(error, match="lr_warmup"):
+        CFRConfig(lr_warmup=value).validate()
 
 
 @pytest.mark.parametrize("value, error", [("fast", ValueError), (0.0, ValueError),
@@ -580,7 +617,9 @@ def test_history_records_initial_state_and_objective():
     assert np.all(np.isfinite(h["train_loss"][1:]))
     obj = h["val_loss"] + cfg.alpha * h["val_imbalance"]
     assert np.all(h["val_objective"] >= obj - 1e-6)  # plus the weight penalty
-    assert h["learning_rate"][0] == pytest.approx(cfg.resolve(len(tr)).learning_rate)
+    resolved = cfg.resolve(len(tr))  # the first step's rate: the fast start's warm-up
+    assert resolved.lr_warmup == 50 and h["learning_rate"][0] == pytest.approx(
+        resolved.learning_rate / 50)
 
 
 def test_divergence_is_a_clear_error():

@@ -186,7 +186,8 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
     been in the stack (up to float rounding). Only if every model fails is
     ``TrainingDivergedError`` raised.
     """
-    config = config.validate().resolve(None if train_idx is None else train_idx.shape[-1])
+    config = config.validate().resolve(None if train_idx is None else train_idx.shape[-1],
+                                       continuous=dose is not None)
     run_class = StackedRun
     if dose is not None:
         if batch_source is not None:
@@ -303,6 +304,8 @@ class StackedRun:
         self.net_forward = self.net if model_wrapper is None else model_wrapper(self.net)
         self.optimizer = adam(self.net.parameters(), config.learning_rate,
                               flat=model_wrapper is None)
+        self.scheduled_lr = float(config.learning_rate)  # the staircase, before any warm-up
+        self._set_lr(1)
         if batch_source is None:
             self.batches = InMemoryBatches(
                 self.x, self.t, self.y, train_idx, min(config.batch_size, train_idx.shape[1]),
@@ -451,10 +454,16 @@ class StackedRun:
         return arm_imbalance(phi, self.val_ipm_arms, self.n_arms, self.ipm_kw)
 
     # -- bookkeeping between steps --------------------------------------------------------------
+    def _set_lr(self, step: int) -> None:
+        """Adam's step size for step ``step``: the staircase's, times the warm-up's share."""
+        factor = self.config.warmup_factor(step)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.scheduled_lr if factor == 1.0 else self.scheduled_lr * factor
+
     def after_step(self, step: int, terms: Eq3Terms) -> None:
         if step % self.config.lr_decay_steps == 0:  # staircase decay (cfrnet lrate_decay)
-            for group in self.optimizer.param_groups:
-                group["lr"] *= self.config.lr_decay
+            self.scheduled_lr *= self.config.lr_decay
+        self._set_lr(step + 1)  # a linear warm-up first (CFRConfig.lr_warmup)
         self.running += torch.stack([terms.risk.detach(), terms.imbalance.detach()])
         if self.ema is not None:
             self.ema.update(self.net, step)
