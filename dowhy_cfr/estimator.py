@@ -231,20 +231,16 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
     head_form, effect_penalty : {"separate", "effect"}, float
         One head per arm (the paper), or a mean head m and an effect head d (``mu_0 = m - d/2``,
         ``mu_1 = m + d/2``) whose weights' L2 is ``effect_penalty`` x ``weight_decay``.
-    learning_rate, lr_decay, lr_decay_steps : float or "auto", float or "auto", int
-        Adam's learning rate, times ``lr_decay`` every ``lr_decay_steps`` (1.0: no decay). Both
-        "auto": 8e-3 times 0.8 at batches of up to 100 units (in memory; ``docs/parameters.md``,
-        items 25 and 37), else 2e-3 per 100 units of batch (at most 8e-3) times cfrnet's 0.97,
-        as when either is set by hand.
-    lr_warmup : int or "auto"
-        The step size rises linearly over the first ``lr_warmup`` steps (0: at once, as in
-        cfrnet); "auto": 50 steps with the fast start above, else 0 (``docs/parameters.md``,
-        item 37: without it the 8e-3 start left members on a near-linear plateau).
+    learning_rate, lr_decay, lr_decay_steps, lr_warmup : float/"auto", float/"auto", int, int/"auto"
+        Adam's learning rate, rising linearly over the first ``lr_warmup`` steps, times
+        ``lr_decay`` every ``lr_decay_steps``. All "auto" at batches of up to 100 units: 8e-3
+        times 0.8 after 50 warm-up steps (a continuous treatment: 4e-3 times 0.9, none;
+        ``docs/parameters.md``, items 25, 37); else 2e-3 per 100 units of batch (at most 8e-3)
+        times cfrnet's 0.97 and no warm-up, as when a rate or decay is set by hand.
     ema_decay : float, default 0.99
         Validation, early stopping and the fitted networks use an exponential moving average of
-        the weights with this decay (warmed up over the first steps), which removes most of the
-        last Adam iterate's noise; 0 keeps the iterate, as the paper (``PAPER_IHDP``) does
-        (``docs/parameters.md``, item 19).
+        the weights (warmed up over the first steps), removing most of the last iterate's noise;
+        0 keeps the iterate, as the paper (``PAPER_IHDP``) does (docs/parameters.md, item 19).
     batch_size : int or "auto"
         Units per step, every arm in each (clamped, with a warning, to a small split); "auto":
         100 up to 2,000 training units, then 1/8 of them within 200-400.

@@ -72,7 +72,8 @@ _TAKES_W = CFR_FAMILY + INTERVAL_METHODS
 QUARTILE_COLUMNS = [f"tau_{what}_q{q}" for q in range(1, 5) for what in ("coverage", "width")]
 ROW_COLUMNS = ["design", "n", "seed", "method", "pehe", "ate", "ate_true", "ate_sample", "ate_error",
                "ate_abs_error", "ate_lower", "ate_upper", "ate_covered", "ate_width",
-               "tau_coverage", "tau_width", *QUARTILE_COLUMNS, "tau_width_rank", "time_s", "error"]
+               "tau_coverage", "tau_width", *QUARTILE_COLUMNS, "tau_width_rank", "time_s",
+               "error"]
 _METRICS = ["ate_abs_error", "pehe", "ate_covered", "ate_width", "tau_coverage", "tau_width",
             *QUARTILE_COLUMNS, "tau_width_rank", "time_s"]
 

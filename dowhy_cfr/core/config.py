@@ -404,11 +404,12 @@ class CFRConfig:
 
     def is_fast_start(self, n_train: int | None, step_batch: int) -> bool:
         """Whether the step schedule of a training split of ``n_train`` units in batches of
-        ``step_batch`` is the fast start (:data:`AUTO_FAST_LEARNING_RATE`, reached after
-        :data:`AUTO_FAST_WARMUP` steps, shrinking by :data:`AUTO_FAST_DECAY`): both ``learning_rate`` and ``lr_decay`` "auto", a batch of
-        at most :data:`AUTO_BATCH` and in memory (a stream, ``n_train`` None, was not measured
-        with it). Binary, multi-arm and continuous treatments alike (docs/parameters.md, item
-        25: the continuous fits were measured on 40 IHDP dose data sets)."""
+        ``step_batch`` is the fast start: both ``learning_rate`` and ``lr_decay`` "auto", a
+        batch of at most :data:`AUTO_BATCH` and in memory (a stream, ``n_train`` None, was not
+        measured with it). Every kind of treatment has one (docs/parameters.md, items 25 and
+        37); :meth:`resolve` gives its rate, decay and warm-up: :data:`AUTO_FAST_LEARNING_RATE`
+        after :data:`AUTO_FAST_WARMUP` steps, shrinking by :data:`AUTO_FAST_DECAY`, or a
+        continuous treatment's :data:`AUTO_DOSE_LEARNING_RATE` and :data:`AUTO_DOSE_DECAY`."""
         return (self.learning_rate == "auto" and self.lr_decay == "auto"
                 and step_batch <= AUTO_BATCH and n_train is not None)
 
