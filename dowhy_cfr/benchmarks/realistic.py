@@ -208,8 +208,8 @@ def run_one(design: str, n: int, seed: int, method: str, settings: dict) -> dict
         return row
     covered, width = interval_coverage(data.ate, lo, hi)
     tau_cov, tau_width = interval_coverage(data.test.tau, tau_lo, tau_hi)
-    row.update(quartile_coverage(data.test.tau, tau_lo, tau_hi))
-    row["tau_width_rank"] = width_error_rank(data.test.tau, tau_hat, tau_lo, tau_hi)
+    row.update(quartile_coverage(data.test.tau, tau_lo, tau_hi),
+               tau_width_rank=width_error_rank(data.test.tau, tau_hat, tau_lo, tau_hi))
     row.update(tau_coverage=tau_cov, tau_width=tau_width, pehe=float(np.sqrt(np.mean((tau_hat - data.test.tau) ** 2))), ate=ate,
                ate_error=ate - data.ate, ate_abs_error=abs(ate - data.ate), ate_lower=lo,
                ate_upper=hi, ate_covered=covered, ate_width=width)

@@ -291,12 +291,17 @@ def quartile_coverage(truth, lower, upper) -> dict:
     truth = np.asarray(truth, dtype=float).reshape(-1)
     if truth.size < 4 or np.ptp(truth) <= 1e-12 * max(1.0, float(np.abs(truth).max())):
         return out
-    lower, upper = (np.broadcast_to(np.asarray(a, dtype=float).reshape(-1) if np.ndim(a) else a,
-                                    truth.shape) for a in (lower, upper))
+    lower, upper = (_per_unit(a, truth.shape) for a in (lower, upper))
     for q, rows in enumerate(np.array_split(np.argsort(truth, kind="stable"), 4), start=1):
         cov, width = interval_coverage(truth[rows], lower[rows], upper[rows])
         out[f"tau_coverage_q{q}"], out[f"tau_width_q{q}"] = cov, width
     return out
+
+
+def _per_unit(bound, shape) -> np.ndarray:
+    """An interval bound (a scalar or one value per unit) as floats of the units' ``shape``."""
+    bound = np.asarray(bound, dtype=float)
+    return np.broadcast_to(bound.reshape(-1) if bound.ndim else bound, shape)
 
 
 def width_error_rank(truth, estimate, lower, upper) -> float:
@@ -330,9 +335,7 @@ def width_error_rank(truth, estimate, lower, upper) -> float:
 
     truth = np.asarray(truth, dtype=float).reshape(-1)
     error = np.abs(np.asarray(estimate, dtype=float).reshape(-1) - truth)
-    lower, upper = (np.broadcast_to(np.asarray(a, dtype=float).reshape(-1) if np.ndim(a) else
-                                    np.asarray(a, dtype=float), truth.shape)
-                    for a in (lower, upper))
+    lower, upper = (_per_unit(a, truth.shape) for a in (lower, upper))
     width = upper - lower
     if truth.size < 3 or np.isnan(width).any() or np.ptp(width) <= 1e-12 * max(
             1.0, float(np.abs(width).max())) or np.ptp(error) == 0:

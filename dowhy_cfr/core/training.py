@@ -456,9 +456,8 @@ class StackedRun:
     # -- bookkeeping between steps --------------------------------------------------------------
     def _set_lr(self, step: int) -> None:
         """Adam's step size for step ``step``: the staircase's, times the warm-up's share."""
-        factor = self.config.warmup_factor(step)
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.scheduled_lr if factor == 1.0 else self.scheduled_lr * factor
+        for group in self.optimizer.param_groups:  # x * 1.0 is x: no warm-up changes nothing
+            group["lr"] = self.scheduled_lr * self.config.warmup_factor(step)
 
     def after_step(self, step: int, terms: Eq3Terms) -> None:
         if step % self.config.lr_decay_steps == 0:  # staircase decay (cfrnet lrate_decay)
