@@ -259,6 +259,18 @@ def interval_coverage(truth, lower, upper) -> tuple[float, float]:
     return float(covered.mean()), float(np.mean(upper - lower))
 
 
+def _constant(values: np.ndarray) -> bool:
+    """Whether ``values`` do not vary beyond float rounding (their range at most 1e-12 of their
+    largest magnitude, or of 1)."""
+    return bool(np.ptp(values) <= 1e-12 * max(1.0, float(np.abs(values).max())))
+
+
+def _per_unit(bound, shape) -> np.ndarray:
+    """An interval bound (a scalar or one value per unit) as floats of the units' ``shape``."""
+    bound = np.asarray(bound, dtype=float)
+    return np.broadcast_to(bound.reshape(-1) if bound.ndim else bound, shape)
+
+
 def quartile_coverage(truth, lower, upper) -> dict:
     """Coverage and mean width of pointwise intervals within each quartile of the true effects.
 
@@ -289,19 +301,13 @@ def quartile_coverage(truth, lower, upper) -> dict:
     """
     out = dict.fromkeys(QUARTILE_COLUMNS, float("nan"))
     truth = np.asarray(truth, dtype=float).reshape(-1)
-    if truth.size < 4 or np.ptp(truth) <= 1e-12 * max(1.0, float(np.abs(truth).max())):
+    if truth.size < 4 or _constant(truth):
         return out
     lower, upper = (_per_unit(a, truth.shape) for a in (lower, upper))
     for q, rows in enumerate(np.array_split(np.argsort(truth, kind="stable"), 4), start=1):
         cov, width = interval_coverage(truth[rows], lower[rows], upper[rows])
         out[f"tau_coverage_q{q}"], out[f"tau_width_q{q}"] = cov, width
     return out
-
-
-def _per_unit(bound, shape) -> np.ndarray:
-    """An interval bound (a scalar or one value per unit) as floats of the units' ``shape``."""
-    bound = np.asarray(bound, dtype=float)
-    return np.broadcast_to(bound.reshape(-1) if bound.ndim else bound, shape)
 
 
 def width_error_rank(truth, estimate, lower, upper) -> float:
@@ -337,8 +343,7 @@ def width_error_rank(truth, estimate, lower, upper) -> float:
     error = np.abs(np.asarray(estimate, dtype=float).reshape(-1) - truth)
     lower, upper = (_per_unit(a, truth.shape) for a in (lower, upper))
     width = upper - lower
-    if truth.size < 3 or np.isnan(width).any() or np.ptp(width) <= 1e-12 * max(
-            1.0, float(np.abs(width).max())) or np.ptp(error) == 0:
+    if truth.size < 3 or np.isnan(width).any() or _constant(width) or np.ptp(error) == 0:
         return float("nan")
     return float(spearmanr(width, error)[0])
 
