@@ -6,7 +6,9 @@ For each design, one default CFR fit (n = 1,500, seed 0, the realistic benchmark
 then, five times, a batch of 100 fitted units and one member's representation of them (at its
 initial weights and as fitted): the Wasserstein term after each count of iterations as a share of
 its value after 1,000, and the relative distance ``|g_k - g_1000| / |g_1000|`` of its gradient
-with respect to the representation. Prints the means over the five batches.
+with respect to the representation. Prints the means over the five batches. The batches come
+from one random stream over the designs in the order given, so docs/parameters.md's figures are
+those of the command below.
 
     python scripts/sinkhorn_convergence.py nmes-smooth,hi-categorical,cps-heavy,lalonde-linear
 """
@@ -18,9 +20,9 @@ import torch
 
 from dowhy_cfr.core.ipm import wasserstein
 
+from crossfit_compare import fit_realistic  # this script's folder is on sys.path
+
 warnings.simplefilter("ignore")
-sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from crossfit_compare import fit_realistic  # noqa: E402  (a sibling script)
 
 COUNTS, CONVERGED = (5, 10, 30), 1000
 
