@@ -45,7 +45,12 @@ def _refute(model, estimand, estimate, name, **kwargs):
 
 @pytest.mark.parametrize("name", ALL)
 def test_stacked_equals_one_by_one(setup, name):
-    """Same seeds and schedule: the stack gives DoWhy's per-simulation loop's re-estimates.
+    """Same seeds and schedule: the stack gives DoWhy's per-simulation loop's re-estimates, up
+    to the float rounding of batched kernels (the core's docstring). Measured: with torch's
+    AVX2 kernels every refuter's new effect is bit-identical; with its AVX-512 kernels (an AMD
+    EPYC, ``torch.backends.cpu.get_cpu_capability()``) the bootstrap refuter's differs by
+    1.4e-5 and the others' by at most 1e-7 (p-values by at most 1e-8), so the effects agree to
+    1e-4: spread seeds in the stack (``seeds="spread"``) move them by 0.023-0.44.
     (The bootstrap refuter's variables are named in one order for both: by default DoWhy's
     loop takes them in an order that changes with the hash seed, the stack in the data's.)"""
     _, model, estimand, estimate = setup
@@ -56,7 +61,7 @@ def test_stacked_equals_one_by_one(setup, name):
         loop = _refute(model, estimand, estimate, name, **kw)
     assert stacked.stacking["simulations"] == SIMS and stacked.stacking["stacks"] == 1
     assert not hasattr(loop, "stacking")
-    assert stacked.new_effect == pytest.approx(loop.new_effect, abs=1e-5)
+    assert stacked.new_effect == pytest.approx(loop.new_effect, abs=1e-4)
     assert stacked.refutation_result["p_value"] == pytest.approx(
         loop.refutation_result["p_value"], abs=1e-4)
     assert np.ptp(stacked.stacking["estimates"]) > 0 or name == "data_subset_refuter"
@@ -222,7 +227,7 @@ def test_an_alpha_grid_estimate_is_refuted_with_the_selected_alpha(setup):
     assert chosen.value == pytest.approx(estimate.value, abs=1e-6)  # the selected network
     with sr.stacking_options(enabled=False):
         loop = _refute(model, estimand, chosen, name)
-    assert stacked.new_effect == pytest.approx(loop.new_effect, abs=1e-5)
+    assert stacked.new_effect == pytest.approx(loop.new_effect, abs=1e-4)
 
 
 def test_bootstrap_noise_does_not_depend_on_the_adjustment_sets_order(setup, monkeypatch):
