@@ -36,6 +36,7 @@ from .core import CFRConfig, CFRNet, DoseNet
 from .fitted import (Columns, DebiasedStage, DoseEncoding, DoseStage, FinalStage, FittedCFR,
                      FittedMembers, Preprocessing, TreatmentEncoding)
 from .fitting import fit_blend
+from .nuisance import LinearPropensity
 from .tabular import FeatureScaler, TableEncoder
 
 FORMAT_VERSION = 4  # 2: the fitted units' X block, the final stage's shift, encoders, scaler;
@@ -196,6 +197,9 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
         state["dose_stage"] = {"h": dose.h, "gps_model": dose.gps_model}
         arrays.update({f"dose/{k}": getattr(dose, k) for k in _DOSE_ARRAYS
                        if getattr(dose, k) is not None})
+    if fitted.levels is not None:  # head_form="robinson": the outcomes' level at new units
+        arrays["levels/coef"] = fitted.levels.coef
+        arrays["levels/intercept"] = fitted.levels.intercept
     stage = fitted.debiased
     if stage is not None:
         state["debiased"] = {"has_e": stage.e is not None,
@@ -246,6 +250,13 @@ def _members(state, arrays, config: CFRConfig) -> FittedMembers:
         None if k is None else (tuple(k[0]), tuple(k[1])) for k in knots)
     return FittedMembers(net, state["seeds"], arrays["best_iteration"], history,
                          state["n_iter_run"], dose_knots=knots)
+
+
+def _levels(arrays) -> LinearPropensity | None:
+    """The propensity that places the outcomes of Robinson's heads (None: other heads)."""
+    if "levels/coef" not in arrays:
+        return None
+    return LinearPropensity(arrays["levels/coef"], arrays["levels/intercept"])
 
 
 def _debiased(state, arrays):
@@ -325,7 +336,7 @@ def load(path):
                 if not state.get("dose_encoding") else _dose_encoding(state["dose_encoding"]))
     fitted = FittedCFR(config, encoding, columns, pre, _members(state, arrays, config),
                        arrays["tau_fit_mean"], final, stage, blend=_blend(state, arrays, stage),
-                       dose=_dose_stage(state, arrays, encoding))
+                       dose=_dose_stage(state, arrays, encoding), levels=_levels(arrays))
     econml_state = {"_d_y": tuple(state["d_y"]), "_d_t": tuple(state["d_t"]),
                     "_d_t_in": tuple(state["d_t_in"])}
     if state["input_names"] is not None:

@@ -228,9 +228,9 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         A learned scale per input column before Phi's first layer (RealMLP's scaling layer; a
         fast, learned feature selection; ``docs/parameters.md``, item 18). ``PAPER_IHDP`` and
         False give the paper's plain network.
-    head_form, effect_penalty : {"separate", "effect"}, float
-        One head per arm (the paper), or a mean head m and an effect head d (``mu_0 = m - d/2``,
-        ``mu_1 = m + d/2``) whose weights' L2 is ``effect_penalty`` x ``weight_decay``.
+    head_form, effect_penalty : {"separate", "effect", "robinson"}, float
+        One head per arm (the paper), or a mean and an effect head, ``mu = m -+ d/2`` (d's L2 x
+        ``effect_penalty``), or at each unit's propensity, ``m + (t - e(x)) d`` (docs/tuning.md).
     learning_rate, lr_decay, lr_decay_steps, lr_warmup : float/"auto", float/"auto", int, int/"auto"
         Adam's learning rate, rising linearly over the first ``lr_warmup`` steps, times
         ``lr_decay`` every ``lr_decay_steps``. All "auto" at batches of up to 100 units: 8e-3

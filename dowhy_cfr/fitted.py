@@ -43,7 +43,7 @@ from .core.dose import predict_dose, predict_dose_grid
 from .tabular import FeatureScaler, TableEncoder
 from .core.training import derive_seeds
 from .debiased import AverageEffect, average_effect, jackknife_stderr, plugin_effect
-from .nuisance import HETEROGENEITY_LEVEL, HeterogeneityTest, fit_per_arm
+from .nuisance import HETEROGENEITY_LEVEL, HeterogeneityTest, LinearPropensity, fit_per_arm
 
 __all__ = ["TreatmentEncoding", "Columns", "Preprocessing", "FittedMembers", "FinalStage",
            "BlendStage", "regressions_at",
@@ -1022,7 +1022,10 @@ class FittedCFR:
 
     ``tau_fit_mean`` is the average effect over the fitted units (what ``effect`` gives with
     ``X=None``), ``final`` the final stage (W given), ``debiased`` the fitted units' doubly robust
-    stage (None for chunked fits), ``alpha_scores`` the candidates' scores of ``alpha="auto"``.
+    stage (None for chunked fits), ``alpha_scores`` the candidates' scores of ``alpha="auto"``,
+    ``levels`` (``head_form="robinson"``) the propensity that places the heads' outcomes at the
+    units they are asked about (:class:`~dowhy_cfr.nuisance.LinearPropensity`; the effects do
+    not depend on it; the fitted units' own doubly robust stage used their cross-fitted ones).
     """
 
     config: CFRConfig
@@ -1037,6 +1040,7 @@ class FittedCFR:
     alpha_scores: pd.DataFrame | None = None  # alpha="auto": the candidates' scores (not saved)
     blend: BlendStage | None = None  # without W: the heads blended with the DR regression
     dose: DoseStage | None = None  # a continuous treatment: the dose-response stage
+    levels: LinearPropensity | None = None  # head_form="robinson": e(x) of the outcomes' level
 
     @property
     def continuous(self) -> bool:
@@ -1068,7 +1072,8 @@ class FittedCFR:
 
     def outputs(self, xw_std: np.ndarray) -> np.ndarray:
         """Per-member, per-arm predictions on the outcome scale: (K, n_arms, n)."""
-        return member_outputs(self.members.net, self.preprocessing, xw_std)
+        e = None if self.levels is None else self.levels.predict(xw_std)
+        return member_outputs(self.members.net, self.preprocessing, xw_std, e)
 
     def tau(self, xw_std: np.ndarray) -> np.ndarray:
         """Ensemble-mean effect of each non-control arm vs control: (n, n_arms - 1)."""
@@ -1198,9 +1203,13 @@ def _with_control(effects: np.ndarray) -> np.ndarray:
     return np.concatenate([zeros, np.moveaxis(effects, 2, 1)], axis=1)
 
 
-def member_outputs(net: CFRNet, preprocessing: Preprocessing, xw_std: np.ndarray) -> np.ndarray:
-    """Per-member, per-arm predictions of a stack on the outcome scale: (K, n_arms, n)."""
-    raw = predict(net, torch.as_tensor(xw_std, dtype=torch.float32))
+def member_outputs(net: CFRNet, preprocessing: Preprocessing, xw_std: np.ndarray,
+                   e: np.ndarray | None = None) -> np.ndarray:
+    """Per-member, per-arm predictions of a stack on the outcome scale: (K, n_arms, n); ``e``
+    (n, n_arms): the rows' propensities, which place the outcomes of ``head_form="robinson"``
+    (:func:`~dowhy_cfr.core.network.predict`)."""
+    raw = predict(net, torch.as_tensor(xw_std, dtype=torch.float32),
+                  e=None if e is None else torch.as_tensor(e, dtype=torch.float32))
     return preprocessing.outputs(raw.double().cpu().numpy())
 
 

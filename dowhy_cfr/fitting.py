@@ -60,14 +60,16 @@ from .metrics import SELECTION_CRITERIA, Nuisances, selection_scores
 from .nuisance import (Propensity, aipw_scores, blend_weights, clipped_warning,
                        cross_fit_dr_learner, cross_fit_gps, cross_fit_outcomes,
                        cross_fit_propensity, held_out_mean, heterogeneity_test,
-                       propensity_candidates, sklearn_seed)
+                       linear_propensity, propensity_candidates, sklearn_seed,
+                       unit_propensities)
 
 __all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "FitSettings", "FitData", "Trained",
            "alpha_grid", "resolve_device", "show_progress", "resolve_loss", "prepare",
            "train_members", "propensity_of", "select_alpha", "debiased_stage", "final_stage",
            "blend_stage", "fit_blend", "BLEND_MODEL", "assemble", "fit", "fit_stacked", "bootstrap",
            "out_of_fold", "StreamSource", "nuisance_of", "gps_of", "dose_stage", "DOSE_GRID",
-           "treatment_kind"]
+           "treatment_kind", "robinson_heads", "with_unit_propensity", "ROBINSON_MAX_ALPHA",
+           "warn_robinson_alpha"]
 
 #: The estimator parameters that are fields of the core's :class:`~dowhy_cfr.core.CFRConfig`
 #: (``loss`` is resolved from the data; ``max_eval_units`` keeps the core's default).
@@ -241,12 +243,16 @@ class FitData:
     encoding: TreatmentEncoding
     groups: np.ndarray | None = None
     dose: np.ndarray | None = None  # a continuous treatment's doses (``arms``: their strata)
+    # head_form="robinson": the units' propensities (n, n_arms) the heads are centred at
+    # (with_unit_propensity)
+    e: np.ndarray | None = None
 
     def subset(self, rows: np.ndarray) -> "FitData":
         """The rows ``rows`` (may repeat)."""
         return dataclasses.replace(self, xw=self.xw[rows], arms=self.arms[rows], y=self.y[rows],
                                    groups=None if self.groups is None else self.groups[rows],
-                                   dose=None if self.dose is None else self.dose[rows])
+                                   dose=None if self.dose is None else self.dose[rows],
+                                   e=None if self.e is None else self.e[rows])
 
 
 def prepare(settings: FitSettings, Y, T, X, W=None, groups=None) -> FitData:
@@ -313,9 +319,10 @@ class Trained:
         return Trained(self.members.select(idx), self.preprocessing.select(idx), self.config,
                        self.failed[idx])
 
-    def outputs(self, xw: np.ndarray) -> np.ndarray:
-        """Every member's predictions of the raw covariates ``xw``: (K, n_arms, n)."""
-        return member_outputs(self.members.net, self.preprocessing, self.preprocessing.x(xw))
+    def outputs(self, xw: np.ndarray, e: np.ndarray | None = None) -> np.ndarray:
+        """Every member's predictions of the raw covariates ``xw``: (K, n_arms, n); ``e`` the
+        rows' propensities for ``head_form="robinson"`` (:func:`with_unit_propensity`)."""
+        return member_outputs(self.members.net, self.preprocessing, self.preprocessing.x(xw), e)
 
 
 @dataclass(frozen=True)
@@ -371,6 +378,12 @@ def train_members(settings: FitSettings, plans: list, *, datasets: list | None =
         own = knots or (None,) * k
         dose = torch.as_tensor(np.stack([d.encoding.scale(d.dose, kn) for d, kn in zip(per, own)]),
                                dtype=torch.float32)
+    propensity = None
+    if config.head_form == "robinson" and per[0].dose is None:
+        if any(d.e is None for d in per):
+            raise ValueError("head_form='robinson' trains with the units' propensities: attach "
+                             "them first (fitting.with_unit_propensity)")
+        propensity = torch.as_tensor(np.stack([d.e for d in per]), dtype=torch.float32)
     result = train_cfr(
         x if x.ndim == 3 else x.unsqueeze(0).expand(k, -1, -1),
         torch.as_tensor(arms, dtype=torch.long), torch.as_tensor(pre.y(y), dtype=torch.float32),
@@ -378,7 +391,8 @@ def train_members(settings: FitSettings, plans: list, *, datasets: list | None =
         seeds=[p.seed for p in plans], n_arms=encoding.n_arms, per_model_data=True,
         device=settings.device, progress=progress, count_shares=_data_shares(per, encoding),
         ensembles=[p.ensemble for p in plans],
-        stop_on_others=[p.stop_on_others for p in plans], dose=dose, **_per_member(plans, config))
+        stop_on_others=[p.stop_on_others for p in plans], dose=dose, propensity=propensity,
+        **_per_member(plans, config))
     members = dataclasses.replace(FittedMembers.from_result(
         result, [p.seed for p in plans], train_rows, val_rows,
         np.array([p.stop_on_others for p in plans])), dose_knots=knots)
@@ -502,6 +516,46 @@ def nuisance_of(settings: FitSettings, data: FitData, seed: int, model=None):
     return propensity_of(settings, data, seed, model)
 
 
+def robinson_heads(settings: FitSettings, data: FitData) -> bool:
+    """Whether the fit's heads take Robinson's form (``head_form="robinson"``, a categorical
+    treatment; a dose's head is its own): the training then needs the units' propensities."""
+    return settings.config_params.get("head_form") == "robinson" and data.dose is None
+
+
+#: ``head_form="robinson"`` with an ``alpha`` above this warns: the balance penalty removes from
+#: Phi the direction of the propensity, which the mean head m = E[Y | x] needs (measured:
+#: ``docs/parameters.md``, item 41; at 0.2 the held-out designs' heads +0.035, at 0.05 -0.017
+#: against separate heads at 0.2).
+ROBINSON_MAX_ALPHA = 0.05
+
+
+def warn_robinson_alpha(settings: FitSettings, stacklevel: int) -> None:
+    """A UserWarning where Robinson's heads train with a balance penalty above
+    :data:`ROBINSON_MAX_ALPHA` (the largest of an alpha grid's candidates)."""
+    if settings.config_params.get("head_form") != "robinson":
+        return
+    alpha = max(settings.alpha_grid or [settings.config_params.get("alpha", 0.0)])
+    if alpha > ROBINSON_MAX_ALPHA:
+        warnings.warn(f"head_form='robinson' with alpha={alpha:g}: the balance penalty removes "
+                      f"from the representation the direction of the propensity, which the mean "
+                      f"head m(x) = E[Y | x] needs, and the heads lose (docs/parameters.md, item "
+                      f"41); use alpha <= {ROBINSON_MAX_ALPHA:g}, or "
+                      f"TARNet(head_form='robinson')", UserWarning, stacklevel=stacklevel)
+
+
+def with_unit_propensity(settings: FitSettings, data: FitData, seed: int,
+                         propensity: Propensity | None = None):
+    """``(data, propensity)`` with the units' propensities attached (``data.e``,
+    :func:`~dowhy_cfr.nuisance.unit_propensities`) where the heads take Robinson's form:
+    ``propensity`` if given (the fit's own, e.g. for bootstrap replicas), else cross-fitted
+    now (:func:`nuisance_of`, seeded by ``seed``). Other fits: both as given."""
+    if not robinson_heads(settings, data):
+        return data, propensity
+    if propensity is None:
+        propensity = nuisance_of(settings, data, seed)
+    return dataclasses.replace(data, e=unit_propensities(propensity)), propensity
+
+
 # ============================================================================== choose
 def select_alpha(settings: FitSettings, trained: Trained, data: FitData, propensity: Propensity,
                  n_members: int):
@@ -516,7 +570,7 @@ def select_alpha(settings: FitSettings, trained: Trained, data: FitData, propens
     over its members, and :data:`ALPHA_CRITERION` decides (ties: the first in the grid).
     """
     grid = settings.alpha_grid
-    out = trained.outputs(data.xw)
+    out = trained.outputs(data.xw, data.e)
     tau = out[:, 1] - out[:, 0]
     seed = trained.members.seeds[0]
     mu = cross_fit_outcomes(data.xw, data.y, data.arms, n_arms=2, cv=settings.cv,
@@ -680,14 +734,17 @@ def assemble(settings: FitSettings, trained: Trained, data: FitData,
         stage = dose_stage(settings, data, trained, propensity, cross_fit=cross_fit)
         return FittedCFR(trained.config, data.encoding, data.columns, pre, members,
                          np.zeros(0), None, None, settings.device, alpha_scores, None, stage)
-    outputs = trained.outputs(data.xw)
+    outputs = trained.outputs(data.xw, data.e)
     cross_fit = settings.cross_fit if cross_fit is None else cross_fit
     stage = debiased_stage(data, outputs, members, propensity, cross_fit=cross_fit,
                            min_propensity=settings.min_propensity)
     final = final_stage(settings, data, outputs, stage, members.seeds[0])
     blend = None if final else blend_stage(settings, data, members, stage, cross_fit=cross_fit)
+    levels = None  # Robinson's heads: the propensity that places the outcomes at other units
+    if data.e is not None:
+        levels = linear_propensity(pre.x(data.xw), data.arms, data.encoding.n_arms)
     return FittedCFR(trained.config, data.encoding, data.columns, pre, members, stage.theta,
-                     final, stage, settings.device, alpha_scores, blend)
+                     final, stage, settings.device, alpha_scores, blend, None, levels)
 
 
 # ============================================================================== entry points
@@ -744,11 +801,17 @@ def fit(est, Y, T, X, W=None, groups=None) -> FittedCFR:
                              f"{data.encoding.n_arms} arms: give a number")
         plans = P.candidates(plans, "alpha", grid)
     need_propensity = settings.debias is not None or grid is not None
-    with _beside(nuisance_of if need_propensity else None, settings, data, seeds[0],
-                 device=settings.device) as future:
-        trained = train_members(settings, plans, datasets=[data],
-                                on_failure="drop" if grid is None else "flag")
-    propensity = future.result() if need_propensity else None
+    on_failure = "drop" if grid is None else "flag"
+    if robinson_heads(settings, data):  # the heads train with the propensities: first
+        warn_robinson_alpha(settings, stacklevel=6)
+        data, propensity = with_unit_propensity(settings, data, seeds[0])
+        with _torch_threads(1, settings.device):
+            trained = train_members(settings, plans, datasets=[data], on_failure=on_failure)
+    else:
+        with _beside(nuisance_of if need_propensity else None, settings, data, seeds[0],
+                     device=settings.device) as future:
+            trained = train_members(settings, plans, datasets=[data], on_failure=on_failure)
+        propensity = future.result() if need_propensity else None
     scores = None
     if grid is not None:
         trained, scores = select_alpha(settings, trained, data, propensity, len(seeds))
@@ -803,8 +866,14 @@ def fit_stacked(est, Y, T, X, W=None, units=None, seeds=None):
             units=None if rows is None else rows[j])]
     else:
         plans = P.datasets(member_seeds, e, units=rows)
+    propensities = _PropensityCache(settings)
+    if any(robinson_heads(settings, d) for d in data):  # the heads train with them: first
+        warn_robinson_alpha(settings, stacklevel=4)
+        data = [with_unit_propensity(settings, d, member_seeds[j * e],
+                                     propensities.get(d, member_seeds[j * e]))[0]
+                for j, d in enumerate(data)]
     trained = train_members(settings, plans, datasets=data)
-    fits, propensities = [], _PropensityCache(settings)
+    fits = []
     for j, d in enumerate(data):
         members = trained.subset(list(range(j * e, (j + 1) * e)))
         used = d if rows is None else d.subset(rows[j])
@@ -910,6 +979,9 @@ def bootstrap(est, Y, T, X, W, n_replicas: int, random_state, *, propensity) -> 
     settings = FitSettings.of(est)
     data = prepare(settings, Y, T, X, W)
     rng = _bootstrap_rng(random_state)
+    if robinson_heads(settings, data):  # the fit's own propensities (else cross-fitted now)
+        seed = 0 if propensity is not None else P.draw_seeds(rng, 1)[0]
+        data, _ = with_unit_propensity(settings, data, seed, propensity)
     e = settings.n_ensemble
     val_fraction = settings.config_params.get("val_fraction", CFRConfig().val_fraction)
     plans = P.bootstrap(data.arms, n_replicas, e, rng, val_fraction)

@@ -78,7 +78,8 @@ __all__ = ["ONE_THREAD_UNITS", "Propensity", "sklearn_seed", "seeded", "folds",
            "BLEND_THREADS_CELLS", "fit_per_arm", "held_out_mean", "cross_fit_dr_learner",
            "HETEROGENEITY_LEVEL", "HeterogeneityTest", "heterogeneity_test", "robinson_residuals",
            "blend_weights",
-           "GPS", "GPS_BINS", "cross_fit_gps", "cross_fit_dose_outcomes"]
+           "GPS", "GPS_BINS", "cross_fit_gps", "cross_fit_dose_outcomes",
+           "LinearPropensity", "linear_propensity", "unit_propensities"]
 
 #: Up to this many units the nuisance models are cross-fitted with one BLAS/OpenMP thread: on
 #: 2 cores the default propensity cross-fit took 0.24 s on one thread against 0.46 s on two at
@@ -192,6 +193,46 @@ def logistic_propensity_model():
     every design and IHDP realization tried, at a tenth of the cost (``docs/debiased.md``).
     """
     return make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=1000))
+
+
+class LinearPropensity(NamedTuple):
+    """A multinomial logistic propensity on the network's scaled covariates, as arrays (saved
+    with a model without pickle): ``P(T = a | x) = softmax(x coef^T + intercept)_a``.
+
+    ``head_form="robinson"`` centres the heads at the units' propensities; the effects do not
+    depend on them, the potential outcomes' level does. A fit's own units use their
+    cross-fitted propensities (:func:`unit_propensities`); this model gives them for any other
+    units (:func:`linear_propensity`)."""
+
+    coef: np.ndarray  # (n_arms, d)
+    intercept: np.ndarray  # (n_arms,)
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """The arms' probabilities of the rows of ``x`` (n, d): (n, n_arms)."""
+        z = np.asarray(x, dtype=float) @ self.coef.T + self.intercept
+        z = np.exp(z - z.max(axis=1, keepdims=True))
+        return z / z.sum(axis=1, keepdims=True)
+
+
+def linear_propensity(x: np.ndarray, arms: np.ndarray, n_arms: int) -> LinearPropensity:
+    """:class:`LinearPropensity` fitted on all the rows of ``x`` (the network's scaled
+    covariates; L2 logistic regression, ``C = 1``, as :func:`logistic_propensity_model`)."""
+    model = LogisticRegression(C=1.0, max_iter=1000).fit(x, arms)
+    coef = np.zeros((n_arms, x.shape[1]))
+    intercept = np.zeros(n_arms)
+    if n_arms == 2:  # scikit-learn's one row: the logit of arm 1 against arm 0
+        coef[1], intercept[1] = model.coef_[0], model.intercept_[0]
+    else:
+        coef[model.classes_], intercept[model.classes_] = model.coef_, model.intercept_
+    return LinearPropensity(coef, intercept)
+
+
+def unit_propensities(propensity: Propensity) -> np.ndarray:
+    """The fitted units' propensities (n, n_arms) that ``head_form="robinson"`` trains with: the
+    cross-fitted ones as the doubly robust stage uses them (clipped at ``min_propensity``),
+    each row rescaled to sum to 1."""
+    e = np.asarray(propensity.e, dtype=float)
+    return e / e.sum(axis=1, keepdims=True)
 
 
 def gps_boosting_model(random_state: int | None = 0):

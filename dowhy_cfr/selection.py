@@ -235,7 +235,8 @@ def random_search(
         params = {**base_params, **arch, "verbose": 0}
         params["batch_size"] = int(min(params["batch_size"], n_tr))
         settings = fitting.FitSettings.of(CFR(**params))
-        data = fitting.prepare(settings, y, t, x)
+        data, _ = fitting.with_unit_propensity(settings, fitting.prepare(settings, y, t, x),
+                                               0 if random_state is None else random_state)
         alphas = [m.get("alpha", settings.config_params["alpha"]) for m in members]
         taus, best = _train_group(settings, data, positions, members, rng)
         for j, m in enumerate(members):

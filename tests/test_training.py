@@ -164,6 +164,70 @@ def test_effect_heads_are_a_mean_and_an_effect_with_their_own_penalty(n_arms):
         CFRNet(4, [1], head_form="offset")
 
 
+@pytest.mark.parametrize("n_arms", [2, 3])
+def test_robinson_heads_centre_the_effect_heads_at_the_propensities(n_arms):
+    """head_form="robinson": mu_a = m + d_a - sum_b e_b d_b with the rows' propensities e, so
+    the effects mu_a - mu_0 = d_a are the effect form's whatever e is, without e the outputs
+    are the effect form's, and the factual outputs on arm blocks equal those of every head on
+    every row."""
+    torch.manual_seed(2)
+    kw = dict(n_arms=n_arms, n_rep_layers=1, rep_dim=8, n_head_layers=1, head_dim=8)
+    net = CFRNet(4, [1, 2], head_form="robinson", **kw)
+    effect = CFRNet(4, [1, 2], head_form="effect", **kw)  # the same draws, the same weights
+    x = torch.randn(2, 12, 4)
+    e = torch.softmax(torch.randn(2, 12, n_arms), -1)
+    phi, out = net(x, e)
+    _, out_effect = effect(x)
+    d = out_effect - out_effect[:, :1]  # d_a = mu_a - mu_0, d_0 = 0
+    m = out_effect[:, :1] + d.mean(1, keepdim=True)  # the effect form's mean head
+    expected = m + d - (d * e.transpose(1, 2)).sum(1, keepdim=True)
+    assert torch.allclose(out, expected, atol=1e-5)
+    assert torch.allclose(out - out[:, :1], out_effect - out_effect[:, :1], atol=1e-5)
+    assert torch.allclose(net(x)[1], out_effect, atol=1e-6)
+    if n_arms == 2:  # two arms: mu_0 = m - e_1 d, mu_1 = m + (1 - e_1) d
+        assert torch.allclose(out[:, 0], m[:, 0] - e[..., 1] * d[:, 1], atol=1e-5)
+        assert torch.allclose(out[:, 1], m[:, 0] + (1 - e[..., 1]) * d[:, 1], atol=1e-5)
+    sizes = [5, 7] if n_arms == 2 else [5, 4, 3]
+    t = torch.cat([torch.full((s,), a) for a, s in enumerate(sizes)]).expand(2, -1)
+    assert torch.allclose(net.factual_heads(phi.split(sizes, 1), e=e), factual(out, t),
+                          atol=1e-6)
+    assert torch.allclose(predict(net, x[0], e=e[0])[0], out[0], atol=1e-6)
+
+
+def test_robinson_training_needs_the_units_propensities():
+    """train_cfr with head_form="robinson" takes each unit's propensities (and only then);
+    without them, with a wrong shape, on a stream or for other heads: a ValueError naming the
+    fix. With them the effect is learnt: tau = 1 + x1 recovered at r > 0.9 in 200 steps (after
+    one step: r = -0.37)."""
+    torch.manual_seed(0)
+    n = 400
+    x = torch.randn(n, 5)
+    e1 = torch.sigmoid(x[:, 0])
+    t = torch.bernoulli(e1).long()
+    y = x[:, 0] + t * (1 + x[:, 1]) + 0.5 * torch.randn(n)
+    e = torch.stack([1 - e1, e1], 1)
+    idx = torch.randperm(n)
+    split = dict(train_idx=idx[:300].unsqueeze(0), val_idx=idx[300:].unsqueeze(0), seeds=[0],
+                 per_model_data=True)
+    cfg = CFRConfig(head_form="robinson", n_iter=200, batch_size=64, n_ensemble=1)
+    args = (x.unsqueeze(0), t.unsqueeze(0), y.unsqueeze(0))
+    with pytest.raises(ValueError, match="propensit"):
+        train_cfr(*args, config=cfg, **split)
+    with pytest.raises(ValueError, match="shape"):
+        train_cfr(*args, config=cfg, propensity=e[:, :1].unsqueeze(0), **split)
+    with pytest.raises(ValueError, match="only"):
+        train_cfr(*args, config=CFRConfig(n_iter=5, batch_size=64), propensity=e.unsqueeze(0),
+                  **split)
+    with pytest.raises(ValueError, match="stream"):
+        train_cfr(x[300:], t[300:], y[300:], train_idx=None, val_idx=torch.arange(100)[None],
+                  config=cfg, seeds=[0], batch_source=lambda: (x[:64], t[:64], y[:64]),
+                  arm_shares=torch.tensor([[0.5, 0.5]]))
+    result = train_cfr(*args, config=cfg, propensity=e.unsqueeze(0), **split)
+    out = predict(result.net, x, e=e)
+    tau = (out[0, 1] - out[0, 0]).numpy()
+    assert np.corrcoef(tau, (1 + x[:, 1]).numpy())[0, 1] > 0.9
+
+
 def test_select_copies_the_chosen_models_only():
     """``CFRNet.select`` keeps models 2 and 0 of a stack: their weights and outputs, as
     trainable parameters of their own (changing them leaves the stack untouched)."""

@@ -23,9 +23,10 @@ __all__ = ["PAPER_IHDP", "DOSE_SCALES", "ALPHA_GRID", "ALPHA_UNITS", "HEAD_FORMS
 IPM_NAMES = ("wass", "wass2", "mmd2_lin", "mmd2_rbf")
 LOSSES = ("mse", "logloss")
 NORMALIZATIONS = ("divide", "none")
-#: The outcome heads: one per arm (the paper's h_a), or a mean head and an effect head per treated
-#: arm (:class:`dowhy_cfr.core.network.CFRNet`).
-HEAD_FORMS = ("separate", "effect")
+#: The outcome heads: one per arm (the paper's h_a), a mean head and an effect head per treated
+#: arm, or those two in Robinson's form with the units' propensities
+#: (:class:`dowhy_cfr.core.network.CFRNet`).
+HEAD_FORMS = ("separate", "effect", "robinson")
 #: The scales of a continuous treatment's doses (``CFRConfig.dose_scale``).
 DOSE_SCALES = ("auto", "range", "rank")
 #: How the covariates are scaled before the network (dowhy_cfr.tabular.FeatureScaler).
@@ -187,9 +188,12 @@ class CFRConfig:
     # measured in docs/parameters.md, item 18: the heads' sqrt(PEHE) 0.418 -> 0.408 at n = 1,500
     # and 0.335 -> 0.316 at 4,000 on the development designs, IHDP 1-100 0.486 -> 0.469)
     feature_scaling: bool = True
-    # "separate": h_0, h_1 (the paper); "effect": mu_a = m + d_a - mean_b d_b, d_0 = 0 (ours)
+    # "separate": h_0, h_1 (the paper); "effect": mu_a = m + d_a - mean_b d_b, d_0 = 0 (ours);
+    # "robinson": mu_a = m + d_a - sum_b e_b(x) d_b with the units' propensities e (ours; Robinson
+    # 1988, Nie & Wager 2021; measured in docs/parameters.md, item 41)
     head_form: str = "separate"
-    effect_penalty: float = 1.0  # "effect": the L2 of the effect heads d_a, times weight_decay
+    # "effect", "robinson": the L2 of the effect heads d_a, times weight_decay
+    effect_penalty: float = 1.0
     # Adam's step size: a number, or "auto" (ours, measured): with lr_decay "auto", 8e-3
     # shrinking by 0.8 every 100 steps after a 50-step warm-up at batches of up to 100 units
     # (AUTO_FAST_LEARNING_RATE; a continuous treatment 4e-3 shrinking by 0.9); else

@@ -22,6 +22,14 @@ Architecture (Shalit et al. 2017, Fig. 1 and Sec. 5; reference configuration of 
   the balanced representation. Centring the treatment coding splits each unit's gradient evenly
   between ``m`` and ``d`` (with ``mu_1 = m + d`` the control head would absorb half of the
   effect early in training).
+* ``head_form="robinson"``: the same two heads centred at each unit's propensities ``e_b(x)``,
+  ``mu_a = m + d_a - sum_b e_b d_b`` (two arms: ``mu_0 = m - e d``, ``mu_1 = m + (1 - e) d``),
+  Robinson's (1988) decomposition ``Y = m(x) + (T - e(x)) tau(x)``: with ``m`` free the
+  least-squares ``m`` is E[Y | x], and the effect's gradient, ``(T - e(x))`` times the residual,
+  is orthogonal to any error of ``m`` that is a function of x (the R-learner's loss, Nie &
+  Wager 2021, fitted jointly). The propensities come with the units (:meth:`heads`'s ``e``);
+  without them the effect form's centring ``1 / n_arms`` is used, which changes the outcomes'
+  level and never the effects ``mu_a - mu_0 = d_a``.
 * weights drawn from ``N(0, (weight_init / sqrt(fan_in))^2)``, biases 0 (reference code).
 * ``feature_scaling`` (ours, not the paper's): before Phi's first layer every input column ``i``
   is multiplied by a learned scale ``s_i = 1 + r theta_i`` (``theta_i = 0`` at first, one per
@@ -149,7 +157,9 @@ class CFRNet(nn.Module):
         self.n_models = len(seeds)
         self.n_arms = int(n_arms)
         self.normalization = normalization
-        self.effect_form = head_form == "effect"
+        # Robinson's form: the effect form's heads centred at the units' propensities
+        self.robinson = head_form == "robinson" and self.n_arms >= 2
+        self.effect_form = head_form == "effect" or self.robinson
         # the L2 multiplier of each arm's head weights: effect_penalty on the effect heads d_a
         self.arm_penalty = [1.0] + [float(effect_penalty) if self.effect_form else 1.0] * (
             self.n_arms - 1)
@@ -225,24 +235,29 @@ class CFRNet(nn.Module):
             h = h * torch.rsqrt(h.pow(2).sum(-1, keepdim=True).clamp_min(1e-10))
         return h
 
-    def heads(self, phi: torch.Tensor) -> torch.Tensor:
-        """All arms' outputs h_a(Phi): (K, B, rep_dim) -> (K, n_arms, B)."""
+    def heads(self, phi: torch.Tensor, e: torch.Tensor | None = None) -> torch.Tensor:
+        """All arms' outputs h_a(Phi): (K, B, rep_dim) -> (K, n_arms, B). ``e`` (K or 1, B,
+        n_arms): the rows' propensities of ``head_form="robinson"`` (:meth:`_outcomes`)."""
         h = phi.unsqueeze(1).expand(-1, self.n_arms, -1, -1)
         last = len(self.head_weights) - 1
         for i, (w, b) in enumerate(zip(self.head_weights, self.head_biases)):
             h = stacked_matmul(h, w, b)
             if i < last:
                 h = F.elu(h)
-        return self._outcomes(h.squeeze(-1))
+        return self._outcomes(h.squeeze(-1), e)
 
-    def _outcomes(self, h: torch.Tensor) -> torch.Tensor:
+    def _outcomes(self, h: torch.Tensor, e: torch.Tensor | None = None) -> torch.Tensor:
         """The arms' outputs (K, n_arms, B) from the heads' (K, n_arms, B): themselves, or with
         ``head_form="effect"`` ``m + d_a - mean_b d_b`` (``m = h[:, 0]``, ``d_a = h[:, a]``,
-        ``d_0 = 0``)."""
+        ``d_0 = 0``), with ``"robinson"`` ``m + d_a - sum_b e_b d_b`` given the rows'
+        propensities ``e`` (K or 1, B, n_arms; None: the mean, ``e_b = 1 / n_arms``)."""
         if not self.effect_form:
             return h
         d = torch.cat([torch.zeros_like(h[:, :1]), h[:, 1:]], 1)
-        return h[:, :1] + d - d.mean(1, keepdim=True)
+        if not self.robinson or e is None:
+            return h[:, :1] + d - d.mean(1, keepdim=True)
+        centre = (d * e.transpose(1, 2).to(d.dtype)).sum(1, keepdim=True)
+        return h[:, :1] + d - centre
 
     def head_params(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The heads' ``(weight, bias)`` per layer, each with axes (K, n_arms, ...)."""
@@ -262,15 +277,16 @@ class CFRNet(nn.Module):
                 for w, b in self.head_params()]
 
     def factual_heads(self, blocks: Sequence[torch.Tensor],
-                      params: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None
-                      ) -> torch.Tensor:
+                      params: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None,
+                      e: torch.Tensor | None = None) -> torch.Tensor:
         """Each arm's head on that arm's rows only: ``blocks[a]`` (K', n_a, rep_dim) holds
         Phi of arm a's rows; returns h_a(Phi) for every row, (K', sum n_a), in block order.
         ``params``: the K' models' head weights (:meth:`split_heads`, :meth:`select_heads`);
         all K models' by default.
 
         Half the head arithmetic of :meth:`heads` for two arms; with ``head_form="effect"``
-        every head runs on every row (each arm's output needs all of them).
+        or ``"robinson"`` every head runs on every row (each arm's output needs all of them),
+        ``"robinson"`` with the rows' propensities ``e`` (K', sum n_a, n_arms), in block order.
         """
         params = [(w.unbind(1), b.unbind(1)) for w, b in
                   (self.head_params() if params is None else params)]
@@ -278,15 +294,16 @@ class CFRNet(nn.Module):
             return torch.cat(_run_heads(list(blocks), params), 1).squeeze(-1)
         phi = torch.cat(list(blocks), 1)
         h = torch.cat(_run_heads([phi] * self.n_arms, params), -1).transpose(1, 2)
-        out = self._outcomes(h)  # (K', n_arms, B), rows in block order
+        out = self._outcomes(h, e)  # (K', n_arms, B), rows in block order
         arms = torch.cat([torch.full((blk.shape[1],), a, dtype=torch.long, device=phi.device)
                           for a, blk in enumerate(blocks)])
         return out.gather(1, arms.view(1, 1, -1).expand(out.shape[0], 1, -1)).squeeze(1)
 
-    def forward(self, x: torch.Tensor):
-        """Returns ``(phi, outputs)`` with outputs of shape (K, n_arms, B)."""
+    def forward(self, x: torch.Tensor, e: torch.Tensor | None = None):
+        """Returns ``(phi, outputs)`` with outputs of shape (K, n_arms, B); ``e`` as in
+        :meth:`heads`."""
         phi = self.representation(x)
-        return phi, self.heads(phi)
+        return phi, self.heads(phi, e)
 
     def weight_penalty(self, include_representation: bool = False) -> torch.Tensor:
         """Per-model L2 penalty ``sum ||W||^2 / 2`` over the head weights (not the biases).
@@ -360,8 +377,10 @@ class CFRNet(nn.Module):
 
 @torch.no_grad()
 def predict(net: CFRNet, x: torch.Tensor, *, batch_size: int = 65536,
-            representation: bool = False):
-    """Outputs of every model on shared covariates ``x`` (n, d), in batches.
+            representation: bool = False, e: torch.Tensor | None = None):
+    """Outputs of every model on shared covariates ``x`` (n, d), in batches; ``e`` (n, n_arms):
+    the rows' propensities of ``head_form="robinson"`` (:meth:`CFRNet.heads`; None: the
+    effect form's centring, the same effects).
 
     Returns ``outputs`` (K, n_arms, n), and with ``representation=True`` also ``phi``
     (K, n, rep_dim).
@@ -372,7 +391,8 @@ def predict(net: CFRNet, x: torch.Tensor, *, batch_size: int = 65536,
     outs, phis = [], []
     for start in range(0, x.shape[0], batch_size):
         xb = x[start : start + batch_size].to(device)
-        phi, out = net(xb.unsqueeze(0).expand(k, -1, -1))
+        eb = None if e is None else e[start : start + batch_size].to(device).unsqueeze(0)
+        phi, out = net(xb.unsqueeze(0).expand(k, -1, -1), eb)
         outs.append(out)
         if representation:
             phis.append(phi)

@@ -41,6 +41,7 @@ __all__ = [
     "TrainResult",
     "TrainingDivergedError",
     "DoseRun",
+    "RobinsonRun",
     "StackedRun",
     "algorithm1",
     "available_cores",
@@ -130,7 +131,8 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
               ensembles: Sequence[int] | None = None,
               stop_on_others: Sequence[bool] | None = None,
               progress: bool | Callable | None = False,
-              dose: torch.Tensor | None = None) -> TrainResult:
+              dose: torch.Tensor | None = None,
+              propensity: torch.Tensor | None = None) -> TrainResult:
     """Train ``K = len(seeds)`` CFR networks in one stacked pass.
 
     Parameters
@@ -180,6 +182,8 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
         :class:`DoseRun`; ``t`` holds the units' dose strata (:func:`.dose.dose_strata`), which
         take the place of arms in the stratified batches and the validation checks, and the
         imbalance term is the interval IPM (:func:`.dose.interval_imbalance`). In memory only.
+    propensity : tensor (n, n_arms) or (K, n, n_arms), optional
+        Each unit's arm propensities, for ``head_form="robinson"`` only (:class:`RobinsonRun`).
 
     A model whose objective becomes non-finite stops, keeps its best checkpoint and is reported
     in ``diverged`` (``failed`` if it had none yet); the other models train on as if it had never
@@ -189,13 +193,10 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
     config = config.validate().resolve(None if train_idx is None else train_idx.shape[-1],
                                        continuous=dose is not None)
     run_class = StackedRun
+    if _robinson(config, dose, n_arms, batch_source, propensity):
+        y, run_class = _with_propensities(y, propensity, n_arms), RobinsonRun
     if dose is not None:
-        if batch_source is not None:
-            raise ValueError("a continuous treatment (dose) trains in memory only, not on a stream")
-        basis = bspline_basis(dose.to(y.dtype).expand_as(y), config.spline_degree,
-                              config.spline_knots)
-        y = torch.cat([y.unsqueeze(-1), basis], -1)  # per unit: outcome, the dose's basis
-        run_class = DoseRun
+        y, run_class = _with_dose_basis(y, dose, config, batch_source), DoseRun
     order = None
     if batch_source is None and len(seeds) > 1:  # equal arm counts next to each other
         _check_rows(train_idx, len(seeds), "train_idx")
@@ -219,6 +220,42 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
         n_steps = algorithm1(run, config)
     result = run.result(n_steps)
     return result if order is None else _in_given_order(result, order)
+
+
+def _robinson(config: CFRConfig, dose, n_arms: int, batch_source, propensity) -> bool:
+    """Whether :func:`train_cfr` trains Robinson's heads (``head_form="robinson"``, a categorical
+    treatment), checking that the units' propensities come exactly then, in memory."""
+    robinson = config.head_form == "robinson" and dose is None and n_arms >= 2
+    if robinson and batch_source is not None:
+        raise ValueError("head_form='robinson' needs each training unit's propensities, which a "
+                         "stream does not give: fit in memory, or use head_form='separate'")
+    if robinson != (propensity is not None):
+        raise ValueError("head_form='robinson' trains with each unit's propensities: pass "
+                         "propensity=(n, n_arms)" if robinson else
+                         "propensity is for head_form='robinson' (a categorical treatment) "
+                         "only; leave it out")
+    return robinson
+
+
+def _with_dose_basis(y: torch.Tensor, dose: torch.Tensor, config: CFRConfig,
+                     batch_source) -> torch.Tensor:
+    """Each unit's outcome and the spline basis of its scaled dose, side by side
+    (:class:`DoseRun`): (..., n) -> (..., n, 1 + n_basis). In memory only."""
+    if batch_source is not None:
+        raise ValueError("a continuous treatment (dose) trains in memory only, not on a stream")
+    basis = bspline_basis(dose.to(y.dtype).expand_as(y), config.spline_degree,
+                          config.spline_knots)
+    return torch.cat([y.unsqueeze(-1), basis], -1)
+
+
+def _with_propensities(y: torch.Tensor, propensity: torch.Tensor, n_arms: int) -> torch.Tensor:
+    """Each unit's outcome and its propensities of the arms, side by side (:class:`RobinsonRun`):
+    (..., n) -> (..., n, 1 + n_arms)."""
+    e = propensity.to(device=y.device, dtype=y.dtype)
+    if e.shape[:-1] != y.shape or e.shape[-1] != n_arms:
+        raise ValueError(f"propensity must have shape {tuple(y.shape) + (n_arms,)} (one row of "
+                         f"arm probabilities per unit), got {tuple(e.shape)}")
+    return torch.cat([y.unsqueeze(-1), e], -1)
 
 
 def _reordered(order, per_model_data, x, t, y, train_idx, val_idx, seeds, alpha, weight_decay,
@@ -623,6 +660,29 @@ class DoseRun(StackedRun):
     def validation_imbalance(self, phi: torch.Tensor) -> torch.Tensor:
         """The interval IPM of each model's validation units (the first ``n_ipm_val``)."""
         return interval_imbalance(phi, self.val_ipm_arms, self.n_arms, self.ipm_kw)
+
+
+class RobinsonRun(StackedRun):
+    r"""A stacked fit of networks with ``head_form="robinson"`` (``train_cfr(...,
+    propensity=...)``): Algorithm 1 with each unit's factual output
+    :math:`m(x_i) + d_{t_i}(x_i) - \sum_b e_b(x_i) d_b(x_i)` (:class:`~.network.CFRNet`).
+
+    ``y`` holds each unit's outcome and its propensities of the arms, (n, 1 + n_arms), so that
+    the stratified batches carry them with the units; the objective is Eq. 3 as for
+    :class:`StackedRun` (the same weights, the same IPM of Phi between the arms)."""
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor | None = None):
+        """Phi(x_i) (K, B, r) and the factual outputs (K, B); every head runs on every row."""
+        phi = self.net.representation(x)
+        return phi, factual(self.net.heads(phi, y[..., 1:]), t)
+
+    def batch_eq3(self, phi, pred, t, y) -> Eq3Terms:
+        return super().batch_eq3(phi, pred, t, y[..., 0])
+
+    def _validation_chunk(self, net: CFRNet, idx: torch.Tensor, t_c: torch.Tensor):
+        rows = self.take(self.y, idx)
+        phi_c, out_c = net(self.take(self.x, idx), rows[..., 1:])
+        return phi_c, weighted_loss_sum(out_c, t_c, rows[..., 0], self.shares, self.config.loss)
 
 
 def stack_order(t: torch.Tensor, train_idx: torch.Tensor, batch_size: int, n_arms: int,
