@@ -233,7 +233,8 @@ def random_search(
     rows, sampled = [], []  # per candidate: result row, sampled hyper-parameters
     for g, (arch, members) in enumerate(_progress(groups, progress)):
         params = {**base_params, **arch, "verbose": 0}
-        params["batch_size"] = int(min(params["batch_size"], n_tr))
+        if params["batch_size"] != "auto":  # "auto" resolves to at most the training units
+            params["batch_size"] = int(min(params["batch_size"], n_tr))
         settings = fitting.FitSettings.of(CFR(**params))
         data, _ = fitting.with_unit_propensity(settings, fitting.prepare(settings, y, t, x),
                                                0 if random_state is None else random_state)

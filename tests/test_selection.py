@@ -96,6 +96,18 @@ def test_fixed_parameters_are_not_searched():
     assert np.abs(np.sort(other.results["score"]) - np.sort(res.results["score"])).max() > 1e-6
 
 
+@pytest.mark.parametrize("head_form", ["separate", "robinson"])
+def test_a_space_without_the_batch_size_keeps_its_auto(head_form):
+    """``batch_size="auto"`` (the default) when the space does not search it: the candidates
+    train at the automatic batch (the search once took min("auto", n) and raised a TypeError),
+    Robinson's heads with the search units' cross-fitted propensities."""
+    X, T, Y, train, val, _ = _data()
+    res = random_search(2, Y, T, X, train=train, val=val, space={"alpha": [0.0, 0.05]},
+                        per_architecture=2, fixed=dict(FIXED, head_form=head_form),
+                        refit=False, random_state=0)
+    assert np.isfinite(res.results["score"]).all() and len(res.results) == 2
+
+
 def test_input_checks():
     X, T, Y, train, val, _ = _data()
     with pytest.raises(ValueError, match="disjoint"):
