@@ -379,7 +379,7 @@ def train_members(settings: FitSettings, plans: list, *, datasets: list | None =
         dose = torch.as_tensor(np.stack([d.encoding.scale(d.dose, kn) for d, kn in zip(per, own)]),
                                dtype=torch.float32)
     propensity = None
-    if config.head_form == "robinson" and per[0].dose is None:
+    if robinson_heads(settings, per[0]):
         if any(d.e is None for d in per):
             raise ValueError("head_form='robinson' trains with the units' propensities: attach "
                              "them first (fitting.with_unit_propensity)")
@@ -530,10 +530,9 @@ ROBINSON_MAX_ALPHA = 0.05
 
 
 def warn_robinson_alpha(settings: FitSettings, stacklevel: int) -> None:
-    """A UserWarning where Robinson's heads train with a balance penalty above
-    :data:`ROBINSON_MAX_ALPHA` (the largest of an alpha grid's candidates)."""
-    if settings.config_params.get("head_form") != "robinson":
-        return
+    """A UserWarning where Robinson's heads (:func:`robinson_heads`, which the caller checks)
+    train with a balance penalty above :data:`ROBINSON_MAX_ALPHA` (the largest of an alpha
+    grid's candidates)."""
     alpha = max(settings.alpha_grid or [settings.config_params.get("alpha", 0.0)])
     if alpha > ROBINSON_MAX_ALPHA:
         warnings.warn(f"head_form='robinson' with alpha={alpha:g}: the balance penalty removes "
