@@ -88,6 +88,9 @@ class _FittedAttributes:
     config_ = _fitted("config", "config_ (the core configuration used)")
     alpha_ = _fitted("config.alpha", "alpha_ (the alpha used)")
     alpha_scores_ = _fitted("alpha_scores", "alpha_scores_ (the alpha candidates' scores)")
+    head_form_ = _fitted("config.head_form", "head_form_ (the heads' form used)")
+    head_form_scores_ = _fitted("head_form_scores",
+                                "head_form_scores_ (the head forms' fold losses)")
     propensity_model_ = _fitted("propensity_model", "propensity_model_ (model used)")
     clipped_share_ = _fitted("debiased.clipped_share", "clipped_share_ (clipped propensities)")
     loss_ = _fitted("preprocessing.loss", "loss_ (the loss used)")
@@ -228,9 +231,13 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         A learned scale per input column before Phi's first layer (RealMLP's scaling layer; a
         fast, learned feature selection; ``docs/parameters.md``, item 18). ``PAPER_IHDP`` and
         False give the paper's plain network.
-    head_form, effect_penalty : {"separate", "effect", "robinson"}, float
+    head_form, effect_penalty : {"separate", "effect", "robinson", "auto"}, float
         One head per arm (the paper), or a mean and an effect head, ``mu = m -+ d/2`` (d's L2 x
         ``effect_penalty``), or at each unit's propensity, ``m + (t - e(x)) d`` (docs/tuning.md).
+        "auto": separate heads and Robinson's form (at ``alpha`` capped at 0.05) trained in one
+        stack, the form whose members have the lower factual loss on their folds kept
+        (``head_form_``, ``head_form_scores_``; docs/parameters.md, item 42). A dose's head is
+        its own; chunked and distributed fits take separate heads.
     learning_rate, lr_decay, lr_decay_steps, lr_warmup : float/"auto", float/"auto", int, int/"auto"
         Adam's learning rate, rising linearly over the first ``lr_warmup`` steps, times
         ``lr_decay`` every ``lr_decay_steps``. All "auto" at batches of up to 100 units: 8e-3
@@ -344,6 +351,11 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
     alpha_scores_ : pandas.DataFrame or None
         With ``alpha="auto"`` or a list: per candidate, its validation criteria (``nn_pehe``,
         ``r_loss``, ``dr_loss``; mean over members, lower is better) and ``selected``; else None.
+    head_form_, head_form_scores_ : str, pandas.DataFrame or None
+        The heads' form used (with ``head_form="auto"`` the one chosen, and ``alpha_`` its
+        penalty); with "auto" per candidate form its members' mean factual loss on their own
+        validation units at their kept steps (``fold_loss``) and ``selected`` (not saved with
+        the model); else None.
     model_final_ : list of fitted regressors or None
         The final-stage models, one per treated arm (only when W was given).
     effect_model_ : str

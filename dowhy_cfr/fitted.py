@@ -658,14 +658,25 @@ class FittedMembers:
         return dataclasses.replace(self, train_rows=position[self.train_rows],
                                    val_rows=position[self.val_rows])
 
-    def select(self, members: list) -> "FittedMembers":
-        """Only the given members, renumbered 0, 1, ..."""
+    def kept_val_loss(self) -> np.ndarray:
+        """(K,) each member's factual validation loss at its kept step (``best_iteration``;
+        NaN where not recorded): for a K-fold member, on its fold, which neither trained it nor
+        stopped it."""
+        h = self.history
+        at = h[h["step"].to_numpy() == np.asarray(self.best_iteration)[h["member"].to_numpy()]]
+        loss = at.groupby("member")["val_loss"].first()
+        return loss.reindex(range(self.n_models)).to_numpy(dtype=float, copy=True)
+
+    def select(self, members: list, head_form: str | None = None) -> "FittedMembers":
+        """Only the given members, renumbered 0, 1, ...; ``head_form``: the form they trained
+        in, from a stack of both (:meth:`~dowhy_cfr.core.CFRNet.select`)."""
         h = self.history[self.history["member"].isin(members)].copy()
         h["member"] = h["member"].map({j: i for i, j in enumerate(members)})
         rows = [None if r is None else r[members].copy() for r in (self.train_rows, self.val_rows)]
         others = None if self.stopped_on_others is None else self.stopped_on_others[members]
         knots = None if self.dose_knots is None else tuple(self.dose_knots[j] for j in members)
-        return FittedMembers(self.net.select(members), [self.seeds[j] for j in members],
+        return FittedMembers(self.net.select(members, head_form),
+                             [self.seeds[j] for j in members],
                              self.best_iteration[members].copy(), h.reset_index(drop=True),
                              self.n_iter, rows[0], rows[1], None, others, knots)
 
@@ -1022,7 +1033,8 @@ class FittedCFR:
 
     ``tau_fit_mean`` is the average effect over the fitted units (what ``effect`` gives with
     ``X=None``), ``final`` the final stage (W given), ``debiased`` the fitted units' doubly robust
-    stage (None for chunked fits), ``alpha_scores`` the candidates' scores of ``alpha="auto"``,
+    stage (None for chunked fits), ``alpha_scores`` the candidates' scores of ``alpha="auto"``
+    (``head_form_scores`` those of ``head_form="auto"``),
     ``levels`` (``head_form="robinson"``) the propensity that places the heads' outcomes at the
     units they are asked about (:class:`~dowhy_cfr.nuisance.LinearPropensity`; the effects do
     not depend on it; the fitted units' own doubly robust stage used their cross-fitted ones).
@@ -1041,6 +1053,8 @@ class FittedCFR:
     blend: BlendStage | None = None  # without W: the heads blended with the DR regression
     dose: DoseStage | None = None  # a continuous treatment: the dose-response stage
     levels: LinearPropensity | None = None  # head_form="robinson": e(x) of the outcomes' level
+    # head_form="auto": the candidate forms' fold losses and the one chosen (not saved)
+    head_form_scores: pd.DataFrame | None = None
 
     @property
     def continuous(self) -> bool:
@@ -1151,7 +1165,24 @@ class FittedCFR:
 
     def effect_description(self) -> str:
         """One paragraph saying what ``effect(X)`` is for this fit (``summary()``, DoWhy's
-        estimate)."""
+        estimate), and the heads' form where it is not the paper's."""
+        return " ".join(filter(None, [self._effect_sentence(), self.heads_description()]))
+
+    def heads_description(self) -> str:
+        """The heads' form where not the paper's, and the choice of ``head_form="auto"``."""
+        form = self.config.head_form
+        scores = self.head_form_scores
+        chosen = "" if scores is None else (
+            " chosen by head_form='auto' (the members' factual loss on their folds: " +
+            ", ".join(f"{r.head_form} {r.fold_loss:.4g}" for r in scores.itertuples()) + ")")
+        if form == "robinson":
+            return (f"Heads: Robinson's form, mu_t(x) = m(x) + (t - e(x)) d(x), so h1 - h0 = d"
+                    f"{chosen}.")
+        if form == "effect":
+            return "Heads: a mean and an effect head, mu_t(x) = m(x) + (t - 1/2) d(x)."
+        return f"Heads: separate (the paper's){chosen}." if chosen else ""
+
+    def _effect_sentence(self) -> str:
         shifted = ("" if self.debiased is None or self.debiased.e is None else
                    " + c, c making their mean over the fitted units the doubly robust ATE")
         heads = "h1(Phi(x)) - h0(Phi(x))"

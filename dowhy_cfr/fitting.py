@@ -69,7 +69,8 @@ __all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "FitSettings", "FitData", "Traine
            "blend_stage", "fit_blend", "BLEND_MODEL", "assemble", "fit", "fit_stacked", "bootstrap",
            "out_of_fold", "StreamSource", "nuisance_of", "gps_of", "dose_stage", "DOSE_GRID",
            "treatment_kind", "robinson_heads", "with_unit_propensity", "ROBINSON_MAX_ALPHA",
-           "warn_robinson_alpha"]
+           "warn_robinson_alpha", "auto_head_form", "head_form_plans", "choose_head_forms",
+           "robinson_alpha", "AUTO_HEAD_FORMS"]
 
 #: The estimator parameters that are fields of the core's :class:`~dowhy_cfr.core.CFRConfig`
 #: (``loss`` is resolved from the data; ``max_eval_units`` keeps the core's default).
@@ -314,10 +315,17 @@ class Trained:
     config: CFRConfig
     failed: np.ndarray  # (K,) members whose training diverged before any checkpoint
 
-    def subset(self, idx: list) -> "Trained":
-        """Only the members ``idx`` (renumbered 0, 1, ...)."""
-        return Trained(self.members.select(idx), self.preprocessing.select(idx), self.config,
-                       self.failed[idx])
+    def subset(self, idx: list, head_form: str | None = None,
+               alpha: float | None = None) -> "Trained":
+        """Only the members ``idx`` (renumbered 0, 1, ...); ``head_form`` ("separate" or
+        "robinson") and ``alpha``: the form and penalty they trained with, where a stack of both
+        forms (``head_form="auto"``) trained them (None: the stack's)."""
+        config = self.config
+        if head_form is not None:
+            config = dataclasses.replace(config, head_form=head_form,
+                                         alpha=config.alpha if alpha is None else alpha)
+        return Trained(self.members.select(idx, head_form), self.preprocessing.select(idx),
+                       config, self.failed[idx])
 
     def outputs(self, xw: np.ndarray, e: np.ndarray | None = None) -> np.ndarray:
         """Every member's predictions of the raw covariates ``xw``: (K, n_arms, n); ``e`` the
@@ -392,7 +400,7 @@ def train_members(settings: FitSettings, plans: list, *, datasets: list | None =
         device=settings.device, progress=progress, count_shares=_data_shares(per, encoding),
         ensembles=[p.ensemble for p in plans],
         stop_on_others=[p.stop_on_others for p in plans], dose=dose, propensity=propensity,
-        **_per_member(plans, config))
+        **_per_member(plans, config, settings))
     members = dataclasses.replace(FittedMembers.from_result(
         result, [p.seed for p in plans], train_rows, val_rows,
         np.array([p.stop_on_others for p in plans])), dose_knots=knots)
@@ -407,10 +415,20 @@ def _data_shares(per: list, encoding: TreatmentEncoding) -> np.ndarray:
     return np.stack([np.bincount(d.arms, minlength=encoding.n_arms) / len(d.arms) for d in per])
 
 
-def _per_member(plans, config: CFRConfig) -> dict:
-    """The per-member hyper-parameters of the plans, as :func:`train_cfr`'s overrides."""
-    return {name: [p.params.get(name, getattr(config, name)) for p in plans]
-            for name in P.PER_MEMBER if any(name in p.params for p in plans)}
+def _per_member(plans, config: CFRConfig, settings: FitSettings) -> dict:
+    """The per-member hyper-parameters of the plans, as :func:`train_cfr`'s overrides; the
+    candidates of ``head_form="auto"`` (:func:`head_form_plans`) as ``head_forms``, Robinson's
+    with ``alpha`` capped (:func:`robinson_alpha`)."""
+    out = {name: [p.params.get(name, getattr(config, name)) for p in plans]
+           for name in ("alpha", "weight_decay") if any(name in p.params for p in plans)}
+    forms = [p.params.get("head_form") for p in plans]
+    if any(forms):
+        out["head_forms"] = [form or config.head_form for form in forms]
+        alphas = out.get("alpha", [config.alpha] * len(plans))
+        capped = robinson_alpha(settings, config)
+        out["alpha"] = [min(a, capped) if form == "robinson" else a
+                        for a, form in zip(alphas, out["head_forms"])]
+    return out
 
 
 def _member_rows(plans, per, config: CFRConfig):
@@ -462,6 +480,8 @@ def _train_stream(settings: FitSettings, plans, stream: StreamSource, progress) 
     y_val, arms_val, x_val = stream.validation
     pre, seeds = stream.preprocessing, [p.seed for p in plans]
     config = settings.config(pre.loss)
+    if config.head_form == "auto":  # a stream gives no propensities for Robinson's form
+        config = dataclasses.replace(config, head_form="separate")
     val_idx = np.stack([np.random.default_rng(s).permutation(len(y_val)) for s in seeds])
     result = train_cfr(
         pre.x_tensor(x_val), torch.as_tensor(arms_val),
@@ -517,9 +537,65 @@ def nuisance_of(settings: FitSettings, data: FitData, seed: int, model=None):
 
 
 def robinson_heads(settings: FitSettings, data: FitData) -> bool:
-    """Whether the fit's heads take Robinson's form (``head_form="robinson"``, a categorical
-    treatment; a dose's head is its own): the training then needs the units' propensities."""
-    return settings.config_params.get("head_form") == "robinson" and data.dose is None
+    """Whether some of the fit's heads take Robinson's form (``head_form="robinson"``, or the
+    candidates of ``"auto"``; a categorical treatment, a dose's head is its own): the training
+    then needs the units' propensities."""
+    return settings.config_params.get("head_form") in ("robinson", "auto") and data.dose is None
+
+
+def auto_head_form(settings: FitSettings, data: FitData) -> bool:
+    """Whether the fit chooses its heads' form (``head_form="auto"``, a categorical treatment):
+    both forms train in one stack (:func:`head_form_plans`), and :func:`choose_head_forms`
+    keeps one."""
+    return settings.config_params.get("head_form") == "auto" and data.dose is None
+
+
+#: The candidates of ``head_form="auto"``, in candidate order (:func:`head_form_plans`).
+AUTO_HEAD_FORMS = ("separate", "robinson")
+
+
+def head_form_plans(plans: list) -> list:
+    """``plans`` once per form of :data:`AUTO_HEAD_FORMS` (candidate-major,
+    :func:`dowhy_cfr.plans.variants`): the candidates of ``head_form="auto"``."""
+    return P.variants(plans, [{"head_form": form} for form in AUTO_HEAD_FORMS])
+
+
+def robinson_alpha(settings: FitSettings, config: CFRConfig) -> float:
+    """The penalty of ``head_form="auto"``'s Robinson candidates: the fit's ``alpha`` capped at
+    :data:`ROBINSON_MAX_ALPHA`, then scaled to the members' size as ``alpha`` is
+    (``alpha_units``; ``config``: resolved at that size)."""
+    raw = float(settings.config_params.get("alpha", 0.0))
+    return float(config.alpha) * min(1.0, ROBINSON_MAX_ALPHA / raw) if raw > 0 else 0.0
+
+
+def choose_head_forms(settings: FitSettings, trained: Trained, n_groups: int) -> list:
+    """``head_form="auto"``: for each of the ``n_groups`` ensembles of a stack of both forms
+    (:func:`head_form_plans`; candidate c's ensemble g holds members ``(c * n_groups + g) * E``
+    to ``+ E``), its members of the form whose members had the lower factual loss on their own
+    validation units at their kept step (:meth:`~dowhy_cfr.fitted.FittedMembers.kept_val_loss`;
+    a K-fold member's fold, which neither trained it nor stopped it), as
+    ``(Trained, table)`` pairs: the members in the chosen form, and the candidates' losses."""
+    e = trained.members.n_models // (len(AUTO_HEAD_FORMS) * n_groups)
+    losses = trained.members.kept_val_loss()
+    losses[trained.failed] = np.nan
+    capped = robinson_alpha(settings, trained.config)
+    out = []
+    for g in range(n_groups):
+        idx = [[(c * n_groups + g) * e + i for i in range(e)]
+               for c in range(len(AUTO_HEAD_FORMS))]
+        scores = [float(np.nanmean(losses[i])) if np.isfinite(losses[i]).any() else np.inf
+                  for i in idx]
+        best = int(np.argmin(scores))
+        if not np.isfinite(scores[best]):
+            raise TrainingDivergedError("the training of both head forms diverged; lower "
+                                        "learning_rate or weight_decay, or check the inputs")
+        form = AUTO_HEAD_FORMS[best]
+        chosen = [k for k in idx[best] if not trained.failed[k]]
+        alpha = min(trained.config.alpha, capped) if form == "robinson" else None
+        table = pd.DataFrame({"head_form": AUTO_HEAD_FORMS, "fold_loss": scores,
+                              "selected": [c == best for c in range(len(scores))]})
+        out.append((trained.subset(chosen, form, alpha), table))
+    return out
 
 
 #: ``head_form="robinson"`` with an ``alpha`` above this warns: the balance penalty removes from
@@ -534,7 +610,7 @@ def warn_robinson_alpha(settings: FitSettings, stacklevel: int) -> None:
     train with a balance penalty above :data:`ROBINSON_MAX_ALPHA` (the largest of an alpha
     grid's candidates)."""
     alpha = max(settings.alpha_grid or [settings.config_params.get("alpha", 0.0)])
-    if alpha > ROBINSON_MAX_ALPHA:
+    if settings.config_params.get("head_form") == "robinson" and alpha > ROBINSON_MAX_ALPHA:
         warnings.warn(f"head_form='robinson' with alpha={alpha:g}: the balance penalty removes "
                       f"from the representation the direction of the propensity, which the mean "
                       f"head m(x) = E[Y | x] needs, and the heads lose (docs/parameters.md, item "
@@ -723,7 +799,7 @@ def dose_stage(settings: FitSettings, data: FitData, trained: Trained, gps, *,
 
 def assemble(settings: FitSettings, trained: Trained, data: FitData,
              propensity: Propensity | None, *, cross_fit: bool | None = None,
-             alpha_scores=None) -> FittedCFR:
+             alpha_scores=None, head_form_scores=None) -> FittedCFR:
     """The :class:`FittedCFR` of trained members on the fitted units ``data``: the average
     effects and the final stage, computed once (a continuous treatment: the dose stage;
     ``propensity`` is then its generalised propensity score)."""
@@ -743,7 +819,8 @@ def assemble(settings: FitSettings, trained: Trained, data: FitData,
     if data.e is not None:
         levels = linear_propensity(pre.x(data.xw), data.arms, data.encoding.n_arms)
     return FittedCFR(trained.config, data.encoding, data.columns, pre, members, stage.theta,
-                     final, stage, settings.device, alpha_scores, blend, None, levels)
+                     final, stage, settings.device, alpha_scores, blend, None, levels,
+                     head_form_scores)
 
 
 # ============================================================================== entry points
@@ -799,6 +876,10 @@ def fit(est, Y, T, X, W=None, groups=None) -> FittedCFR:
             raise ValueError(f"alpha={est.alpha!r} (selection) needs a binary treatment; T has "
                              f"{data.encoding.n_arms} arms: give a number")
         plans = P.candidates(plans, "alpha", grid)
+    auto = auto_head_form(settings, data)
+    if auto:
+        _check_auto_head_form(settings)
+        plans = head_form_plans(plans)
     need_propensity = settings.debias is not None or grid is not None
     on_failure = "drop" if grid is None else "flag"
     if robinson_heads(settings, data):  # the heads train with the propensities: first
@@ -811,13 +892,34 @@ def fit(est, Y, T, X, W=None, groups=None) -> FittedCFR:
                      device=settings.device) as future:
             trained = train_members(settings, plans, datasets=[data], on_failure=on_failure)
         propensity = future.result() if need_propensity else None
-    scores = None
+    scores = forms = None
     if grid is not None:
         trained, scores = select_alpha(settings, trained, data, propensity, len(seeds))
+    if auto:
+        (trained, forms), = choose_head_forms(settings, trained, 1)
+        data = _in_form(data, trained)
     fitted = assemble(settings, trained, data, propensity if settings.debias else None,
-                      alpha_scores=scores)
+                      alpha_scores=scores, head_form_scores=forms)
     _warn_clipped([fitted], settings.min_propensity, stacklevel=5)
     return fitted
+
+
+def _check_auto_head_form(settings: FitSettings) -> None:
+    """``head_form="auto"`` trains both forms as candidates of one stack: with one ``alpha``, and
+    the separate candidate's heads as the paper's (``effect_penalty`` is Robinson's alone)."""
+    if settings.alpha_grid is not None:
+        raise ValueError("head_form='auto' chooses the heads' form with one alpha; give alpha a "
+                         "number, or choose the form yourself (head_form='separate' or "
+                         "'robinson') with alpha='auto'")
+    if float(settings.config_params.get("effect_penalty", 1.0)) != 1.0:
+        raise ValueError("effect_penalty is for head_form='effect' or 'robinson'; with "
+                         "head_form='auto' leave it at 1.0")
+
+
+def _in_form(data: FitData, trained: Trained) -> FitData:
+    """``data`` for the members chosen by ``head_form="auto"``: the units' propensities kept
+    where they are in Robinson's form (they place its outcomes), dropped for separate heads."""
+    return data if trained.config.head_form == "robinson" else dataclasses.replace(data, e=None)
 
 
 def _warn_clipped(fits: list, min_propensity: float, stacklevel: int) -> None:
@@ -871,15 +973,24 @@ def fit_stacked(est, Y, T, X, W=None, units=None, seeds=None):
         data = [with_unit_propensity(settings, d, member_seeds[j * e],
                                      propensities.get(d, member_seeds[j * e]))[0]
                 for j, d in enumerate(data)]
+    auto = auto_head_form(settings, data[0])
+    if auto:
+        _check_auto_head_form(settings)
+        plans = head_form_plans(plans)
     trained = train_members(settings, plans, datasets=data)
+    chosen = choose_head_forms(settings, trained, k) if auto else None
     fits = []
     for j, d in enumerate(data):
-        members = trained.subset(list(range(j * e, (j + 1) * e)))
+        if auto:
+            members, forms = chosen[j]
+            d = _in_form(d, members)
+        else:
+            members, forms = trained.subset(list(range(j * e, (j + 1) * e))), None
         used = d if rows is None else d.subset(rows[j])
         if rows is not None:  # the members' units as positions among the dataset's units
             members = dataclasses.replace(members, members=members.members.on_units(rows[j]))
         prop = propensities.get(used, member_seeds[j * e]) if settings.debias else None
-        fits.append(assemble(settings, members, used, prop))
+        fits.append(assemble(settings, members, used, prop, head_form_scores=forms))
     _warn_clipped(fits, settings.min_propensity, stacklevel=3)
     return fits, (ys[0], ts[0], xs[0])
 
@@ -984,11 +1095,15 @@ def bootstrap(est, Y, T, X, W, n_replicas: int, random_state, *, propensity) -> 
     e = settings.n_ensemble
     val_fraction = settings.config_params.get("val_fraction", CFRConfig().val_fraction)
     plans = P.bootstrap(data.arms, n_replicas, e, rng, val_fraction)
-    trained = train_members(settings, plans, datasets=[data])
+    auto = auto_head_form(settings, data)
+    trained = train_members(settings, head_form_plans(plans) if auto else plans,
+                            datasets=[data])
+    chosen = choose_head_forms(settings, trained, n_replicas) if auto else None
     replicas = []
     for b in range(n_replicas):
         rows = np.concatenate(plans[b * e].split)
         prop = None if propensity is None else propensity.subset(rows)
-        replicas.append(assemble(settings, trained.subset(list(range(b * e, (b + 1) * e))),
-                                 data.subset(rows), prop, cross_fit=False))
+        members = chosen[b][0] if auto else trained.subset(list(range(b * e, (b + 1) * e)))
+        replicas.append(assemble(settings, members, _in_form(data, members).subset(rows), prop,
+                                 cross_fit=False))
     return replicas

@@ -6,7 +6,8 @@ replicas, the candidates of a random search, chunked and distributed training --
 :class:`MemberPlan`\\ s that :func:`dowhy_cfr.fitting.train_members` trains in one stacked pass.
 A plan names the member's seed (its initial weights, validation split and mini-batch order), the
 dataset it trains on, the units it may use (or a fixed training/validation split) and its own
-hyper-parameters (those that may differ within a stack: ``alpha`` and ``weight_decay``).
+hyper-parameters (those that may differ within a stack: ``alpha``, ``weight_decay`` and the
+candidates' ``head_form`` of ``head_form="auto"``).
 
 The functions here only build plans; they train nothing.
 """
@@ -22,10 +23,11 @@ from sklearn.utils import check_random_state
 from .nuisance import folds, sklearn_seed
 
 __all__ = ["PER_MEMBER", "SEED_HIGH", "MemberPlan", "draw_seeds", "ensemble", "candidates",
+           "variants",
            "datasets", "bootstrap", "split_units", "resample_within_arms"]
 
 #: The hyper-parameters that may differ between the members of one stack.
-PER_MEMBER = ("alpha", "weight_decay")
+PER_MEMBER = ("alpha", "weight_decay", "head_form")
 SEED_HIGH = 2**31 - 1
 
 
@@ -99,11 +101,20 @@ def candidates(plans: list[MemberPlan], name: str, values) -> list[MemberPlan]:
     """The ``plans`` once per value of the hyper-parameter ``name`` (candidate-major order:
     candidate g's member j is plan ``g * len(plans) + j``, with member j's seed and units; each
     candidate's members are ensembles of their own)."""
-    if name not in PER_MEMBER:
-        raise ValueError(f"{name!r} cannot differ within a stack; choose from {PER_MEMBER}")
+    return variants(plans, [{name: float(v)} for v in values])
+
+
+def variants(plans: list[MemberPlan], params: list[dict]) -> list[MemberPlan]:
+    """The ``plans`` once per dict of :data:`PER_MEMBER` hyper-parameters in ``params``, in
+    :func:`candidates`' order (candidate g's member j is plan ``g * len(plans) + j``; each
+    candidate's members are ensembles of their own)."""
+    for names in params:
+        if not set(names) <= set(PER_MEMBER):
+            raise ValueError(f"{sorted(set(names) - set(PER_MEMBER))} cannot differ within a "
+                             f"stack; choose from {PER_MEMBER}")
     n = 1 + max(p.ensemble for p in plans)
-    return [replace(p, params={**p.params, name: float(v)}, ensemble=g * n + p.ensemble)
-            for g, v in enumerate(values) for p in plans]
+    return [replace(p, params={**p.params, **values}, ensemble=g * n + p.ensemble)
+            for g, values in enumerate(params) for p in plans]
 
 
 def datasets(member_seeds: list[int], n_members: int, *, units=None) -> list[MemberPlan]:

@@ -233,6 +233,10 @@ def random_search(
     rows, sampled = [], []  # per candidate: result row, sampled hyper-parameters
     for g, (arch, members) in enumerate(_progress(groups, progress)):
         params = {**base_params, **arch, "verbose": 0}
+        if params.get("head_form") == "auto":
+            raise ValueError("head_form='auto' chooses the form within a fit; a random search "
+                             "compares forms itself: search head_form over ['separate', "
+                             "'robinson'], or fix one")
         if params["batch_size"] != "auto":  # "auto" resolves to at most the training units
             params["batch_size"] = int(min(params["batch_size"], n_tr))
         settings = fitting.FitSettings.of(CFR(**params))

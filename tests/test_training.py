@@ -228,6 +228,43 @@ def test_robinson_training_needs_the_units_propensities():
     assert np.corrcoef(tau, (1 + x[:, 1]).numpy())[0, 1] > 0.9
 
 
+def test_a_stack_of_both_head_forms_trains_each_as_alone():
+    """``head_forms`` (head_form="auto"'s candidates): in one stack, a separate model and a
+    Robinson model train as each does in a stack of its own form (the same steps and weights up
+    to float rounding: the separate model's heads run on every row here, on its arm's rows
+    alone); ``CFRNet.select(..., head_form)`` gives each its own form's outputs. Wrong forms,
+    or "auto" without them: a ValueError naming the fix."""
+    torch.manual_seed(1)
+    n = 300
+    x = torch.randn(n, 4)
+    e1 = torch.sigmoid(x[:, 0])
+    t = torch.bernoulli(e1).long()
+    y = x[:, 0] + t * (1 + x[:, 1]) + 0.5 * torch.randn(n)
+    e = torch.stack([1 - e1, e1], 1)
+    idx = torch.randperm(n)
+    tr, va = idx[:220].expand(2, -1), idx[220:].expand(2, -1)
+    cfg = CFRConfig(n_iter=60, batch_size=64, n_ensemble=1, eval_every=20, alpha=0.1)
+    both = train_cfr(x, t, y, train_idx=tr, val_idx=va, config=cfg, seeds=[3, 4],
+                     propensity=e, head_forms=["separate", "robinson"])
+    sep = train_cfr(x, t, y, train_idx=tr[:1], val_idx=va[:1], config=cfg, seeds=[3])
+    rob = train_cfr(x, t, y, train_idx=tr[:1], val_idx=va[:1], seeds=[4], propensity=e,
+                    config=CFRConfig(**{**cfg.to_dict(), "head_form": "robinson"}))
+    for k, (alone, form) in enumerate(((sep, "separate"), (rob, "robinson"))):
+        assert both.best_step[k] == alone.best_step[0]
+        mine = both.net.select([k], form)
+        np.testing.assert_allclose(predict(mine, x, e=e).numpy(),
+                                   predict(alone.net, x, e=e).numpy(), atol=1e-4)
+    # the two forms' outputs differ: the mask matters
+    assert not torch.allclose(predict(both.net.select([0], "robinson"), x, e=e),
+                              predict(both.net.select([0], "separate"), x, e=e), atol=1e-3)
+    with pytest.raises(ValueError, match="head_forms"):
+        train_cfr(x, t, y, train_idx=tr, val_idx=va, config=cfg, seeds=[3, 4], propensity=e,
+                  head_forms=["separate", "effect"])
+    with pytest.raises(ValueError, match="pass head_forms"):
+        train_cfr(x, t, y, train_idx=tr[:1], val_idx=va[:1], seeds=[3],
+                  config=CFRConfig(**{**cfg.to_dict(), "head_form": "auto"}))
+
+
 def test_select_copies_the_chosen_models_only():
     """``CFRNet.select`` keeps models 2 and 0 of a stack: their weights and outputs, as
     trainable parameters of their own (changing them leaves the stack untouched)."""

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["PAPER_IHDP", "DOSE_SCALES", "ALPHA_GRID", "ALPHA_UNITS", "HEAD_FORMS", "AUTO_BATCH",
+__all__ = ["PAPER_IHDP", "DOSE_SCALES", "ALPHA_GRID", "ALPHA_UNITS", "HEAD_FORMS",
+           "HEAD_FORM_CHOICES", "AUTO_BATCH",
            "AUTO_BATCH_UP_TO", "AUTO_PLAN_FIXED_FROM", "IPM_MAX_UNITS", "AUTO_BATCHES_PER_EPOCH",
            "AUTO_EPOCHS", "AUTO_FAST_DECAY", "AUTO_FAST_LEARNING_RATE", "AUTO_FAST_WARMUP",
            "AUTO_DOSE_LEARNING_RATE", "AUTO_DOSE_DECAY", "AUTO_LEARNING_RATE",
@@ -27,6 +28,10 @@ NORMALIZATIONS = ("divide", "none")
 #: arm, or those two in Robinson's form with the units' propensities
 #: (:class:`dowhy_cfr.core.network.CFRNet`).
 HEAD_FORMS = ("separate", "effect", "robinson")
+#: ``CFRConfig.head_form``'s values: a network's form, or "auto", the better of separate heads and
+#: Robinson's form by the members' factual loss on their folds, both trained in one stack
+#: (``dowhy_cfr.fitting``; a network is built in the form chosen).
+HEAD_FORM_CHOICES = HEAD_FORMS + ("auto",)
 #: The scales of a continuous treatment's doses (``CFRConfig.dose_scale``).
 DOSE_SCALES = ("auto", "range", "rank")
 #: How the covariates are scaled before the network (dowhy_cfr.tabular.FeatureScaler).
@@ -190,7 +195,8 @@ class CFRConfig:
     feature_scaling: bool = True
     # "separate": h_0, h_1 (the paper); "effect": mu_a = m + d_a - mean_b d_b, d_0 = 0 (ours);
     # "robinson": mu_a = m + d_a - sum_b e_b(x) d_b with the units' propensities e (ours; Robinson
-    # 1988, Nie & Wager 2021; measured in docs/parameters.md, item 41)
+    # 1988, Nie & Wager 2021; measured in docs/parameters.md, item 41); "auto": the better of
+    # "separate" and "robinson" by the members' fold losses (ours; docs/parameters.md, item 42)
     head_form: str = "separate"
     # "effect", "robinson": the L2 of the effect heads d_a, times weight_decay
     effect_penalty: float = 1.0
@@ -334,7 +340,7 @@ class CFRConfig:
                  "use True, False or 'auto' (True when n_ensemble >= 2)")
         for name, value, allowed in (("ipm", self.ipm, IPM_NAMES), ("loss", self.loss, LOSSES),
                                      ("normalization", self.normalization, NORMALIZATIONS),
-                                     ("head_form", self.head_form, HEAD_FORMS),
+                                     ("head_form", self.head_form, HEAD_FORM_CHOICES),
                                      ("scaling", self.scaling, SCALINGS)):
             _require(name, value, value in allowed, f"choose one of {', '.join(allowed)}")
         return self

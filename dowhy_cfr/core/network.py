@@ -235,29 +235,36 @@ class CFRNet(nn.Module):
             h = h * torch.rsqrt(h.pow(2).sum(-1, keepdim=True).clamp_min(1e-10))
         return h
 
-    def heads(self, phi: torch.Tensor, e: torch.Tensor | None = None) -> torch.Tensor:
+    def heads(self, phi: torch.Tensor, e: torch.Tensor | None = None,
+              robinson: torch.Tensor | None = None) -> torch.Tensor:
         """All arms' outputs h_a(Phi): (K, B, rep_dim) -> (K, n_arms, B). ``e`` (K or 1, B,
-        n_arms): the rows' propensities of ``head_form="robinson"`` (:meth:`_outcomes`)."""
+        n_arms): the rows' propensities of ``head_form="robinson"``; ``robinson`` (K,) bool:
+        in a stack of both forms, the models in Robinson's form (:meth:`_outcomes`)."""
         h = phi.unsqueeze(1).expand(-1, self.n_arms, -1, -1)
         last = len(self.head_weights) - 1
         for i, (w, b) in enumerate(zip(self.head_weights, self.head_biases)):
             h = stacked_matmul(h, w, b)
             if i < last:
                 h = F.elu(h)
-        return self._outcomes(h.squeeze(-1), e)
+        return self._outcomes(h.squeeze(-1), e, robinson)
 
-    def _outcomes(self, h: torch.Tensor, e: torch.Tensor | None = None) -> torch.Tensor:
+    def _outcomes(self, h: torch.Tensor, e: torch.Tensor | None = None,
+                  robinson: torch.Tensor | None = None) -> torch.Tensor:
         """The arms' outputs (K, n_arms, B) from the heads' (K, n_arms, B): themselves, or with
         ``head_form="effect"`` ``m + d_a - mean_b d_b`` (``m = h[:, 0]``, ``d_a = h[:, a]``,
         ``d_0 = 0``), with ``"robinson"`` ``m + d_a - sum_b e_b d_b`` given the rows'
-        propensities ``e`` (K or 1, B, n_arms; None: the mean, ``e_b = 1 / n_arms``)."""
+        propensities ``e`` (K or 1, B, n_arms; None: the mean, ``e_b = 1 / n_arms``).
+        ``robinson`` (K,) bool, for a network in Robinson's form only: the models that take it;
+        the others' outputs are their heads' own (separate heads; ``head_form="auto"`` trains
+        both forms in one stack)."""
         if not self.effect_form:
             return h
         d = torch.cat([torch.zeros_like(h[:, :1]), h[:, 1:]], 1)
         if not self.robinson or e is None:
             return h[:, :1] + d - d.mean(1, keepdim=True)
         centre = (d * e.transpose(1, 2).to(d.dtype)).sum(1, keepdim=True)
-        return h[:, :1] + d - centre
+        out = h[:, :1] + d - centre
+        return out if robinson is None else torch.where(robinson.view(-1, 1, 1), out, h)
 
     def head_params(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The heads' ``(weight, bias)`` per layer, each with axes (K, n_arms, ...)."""
@@ -299,11 +306,12 @@ class CFRNet(nn.Module):
                           for a, blk in enumerate(blocks)])
         return out.gather(1, arms.view(1, 1, -1).expand(out.shape[0], 1, -1)).squeeze(1)
 
-    def forward(self, x: torch.Tensor, e: torch.Tensor | None = None):
-        """Returns ``(phi, outputs)`` with outputs of shape (K, n_arms, B); ``e`` as in
-        :meth:`heads`."""
+    def forward(self, x: torch.Tensor, e: torch.Tensor | None = None,
+                robinson: torch.Tensor | None = None):
+        """Returns ``(phi, outputs)`` with outputs of shape (K, n_arms, B); ``e`` and
+        ``robinson`` as in :meth:`heads`."""
         phi = self.representation(x)
-        return phi, self.heads(phi, e)
+        return phi, self.heads(phi, e, robinson)
 
     def weight_penalty(self, include_representation: bool = False) -> torch.Tensor:
         """Per-model L2 penalty ``sum ||W||^2 / 2`` over the head weights (not the biases).
@@ -359,19 +367,28 @@ class CFRNet(nn.Module):
         return torch.as_tensor(self.arm_penalty, dtype=like.dtype, device=like.device)
 
     @torch.no_grad()
-    def select(self, models: Sequence[int]) -> "CFRNet":
+    def select(self, models: Sequence[int], head_form: str | None = None) -> "CFRNet":
         """A new ``CFRNet`` holding only the given models (used for save/inspection).
 
         Only those models' parameters are copied: the ``deepcopy`` is handed their new
         parameters in its memo, so that it does not first copy all ``K`` models (selecting each
-        member of a 100-model stack used to copy the whole stack 100 times)."""
+        member of a 100-model stack used to copy the whole stack 100 times). ``head_form``
+        ("separate" or "robinson"): the form the selected models were trained in, where a stack
+        of both forms (:meth:`_outcomes`' ``robinson``) trained them (None: this network's)."""
         import copy
 
+        if head_form not in (None, "separate", "robinson") or (
+                head_form is not None and self.effect_form and not self.robinson):
+            raise ValueError(f"head_form={head_form!r}: a stack of both forms holds 'separate' "
+                             f"or 'robinson' models")
         idx = torch.as_tensor(list(models), dtype=torch.long, device=self.rep_weights[0].device)
         memo = {id(p): nn.Parameter(p.detach().index_select(0, idx), requires_grad=p.requires_grad)
                 for p in self.parameters()}
         new = copy.deepcopy(self, memo)
         new.n_models = len(models)
+        if head_form is not None:
+            new.robinson = head_form == "robinson" and new.n_arms >= 2
+            new.effect_form = new.robinson
         return new
 
 

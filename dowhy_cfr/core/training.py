@@ -132,7 +132,8 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
               stop_on_others: Sequence[bool] | None = None,
               progress: bool | Callable | None = False,
               dose: torch.Tensor | None = None,
-              propensity: torch.Tensor | None = None) -> TrainResult:
+              propensity: torch.Tensor | None = None,
+              head_forms: Sequence[str] | None = None) -> TrainResult:
     """Train ``K = len(seeds)`` CFR networks in one stacked pass.
 
     Parameters
@@ -184,6 +185,10 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
         imbalance term is the interval IPM (:func:`.dose.interval_imbalance`). In memory only.
     propensity : tensor (n, n_arms) or (K, n, n_arms), optional
         Each unit's arm propensities, for ``head_form="robinson"`` only (:class:`RobinsonRun`).
+    head_forms : sequence of {"separate", "robinson"}, length K, optional
+        Per-model overrides of ``config.head_form``: a stack of both forms (the candidates of
+        ``head_form="auto"``), trained as :class:`RobinsonRun` with the separate models' outputs
+        their heads' own. Needs ``propensity`` where any model is "robinson".
 
     A model whose objective becomes non-finite stops, keeps its best checkpoint and is reported
     in ``diverged`` (``failed`` if it had none yet); the other models train on as if it had never
@@ -193,6 +198,7 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
     config = config.validate().resolve(None if train_idx is None else train_idx.shape[-1],
                                        continuous=dose is not None)
     run_class = StackedRun
+    config, robinson = _head_forms(config, head_forms, len(seeds), dose)
     if _robinson(config, dose, n_arms, batch_source, propensity):
         y, run_class = _with_propensities(y, propensity, n_arms), RobinsonRun
     if dose is not None:
@@ -205,14 +211,17 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
                             count_shares)
     if order is not None:
         (x, t, y, train_idx, val_idx, seeds, alpha, weight_decay, count_shares, ensembles,
-         stop_on_others) = _reordered(order, per_model_data, x, t, y, train_idx, val_idx, seeds,
-                                      alpha, weight_decay, count_shares, ensembles, stop_on_others)
+         stop_on_others, robinson) = _reordered(order, per_model_data, x, t, y, train_idx,
+                                                val_idx, seeds, alpha, weight_decay,
+                                                count_shares, ensembles, stop_on_others,
+                                                robinson)
     run = run_class(x, t, y, train_idx=train_idx, val_idx=val_idx, config=config, seeds=seeds,
                      n_arms=n_arms, batch_source=batch_source, arm_shares=arm_shares,
                      model_wrapper=model_wrapper, gather_ipm=gather_ipm, alpha=alpha,
                      weight_decay=weight_decay, per_model_data=per_model_data, device=device,
                      model_ids=order, count_shares=count_shares, ensembles=ensembles,
-                     stop_on_others=stop_on_others)
+                     stop_on_others=stop_on_others,
+                     **({} if robinson is None else {"robinson": robinson}))
     with _progress(progress, config, run) as report, _flush_denormals(), \
             _evaluator(run.x.device, model_wrapper, run.val_idx.shape[1]) as evaluator:
         run.report, run.evaluator = report, evaluator
@@ -220,6 +229,26 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
         n_steps = algorithm1(run, config)
     result = run.result(n_steps)
     return result if order is None else _in_given_order(result, order)
+
+
+def _head_forms(config: CFRConfig, head_forms, k: int, dose):
+    """``(config, robinson)``: the configuration the stack's network is built from and, for a
+    stack of both head forms (``head_forms``), which models take Robinson's form ((K,) bools;
+    None: every model takes ``config.head_form``). A dose's head is its own: forms ignored."""
+    if head_forms is None or dose is not None:
+        if config.head_form == "auto" and dose is None:
+            raise ValueError("head_form='auto' chooses between the forms after training both: "
+                             "pass head_forms (one of 'separate', 'robinson' per model)")
+        return (dataclasses.replace(config, head_form="separate")
+                if config.head_form == "auto" else config), None
+    forms = list(head_forms)
+    if len(forms) != k or not set(forms) <= {"separate", "robinson"}:
+        raise ValueError(f"head_forms needs one of 'separate' or 'robinson' per model (K={k}); "
+                         f"got {forms!r}")
+    if "robinson" not in forms:
+        return dataclasses.replace(config, head_form="separate"), None
+    return (dataclasses.replace(config, head_form="robinson"),
+            [form == "robinson" for form in forms])
 
 
 def _robinson(config: CFRConfig, dose, n_arms: int, batch_source, propensity) -> bool:
@@ -259,7 +288,7 @@ def _with_propensities(y: torch.Tensor, propensity: torch.Tensor, n_arms: int) -
 
 
 def _reordered(order, per_model_data, x, t, y, train_idx, val_idx, seeds, alpha, weight_decay,
-               count_shares, ensembles, stop_on_others):
+               count_shares, ensembles, stop_on_others, robinson=None):
     """The per-model inputs of :func:`train_cfr` in the stack order ``order``."""
     def rows(v):  # an expanded (shared) tensor is the same in every order
         return v if v.stride(0) == 0 else v.index_select(0, torch.as_tensor(order,
@@ -276,7 +305,7 @@ def _reordered(order, per_model_data, x, t, y, train_idx, val_idx, seeds, alpha,
     return (x, t, y, rows(train_idx), rows(val_idx), items(seeds), items(alpha),
             items(weight_decay),
             None if count_shares is None else np.asarray(count_shares)[order], items(ensembles),
-            items(stop_on_others))
+            items(stop_on_others), items(robinson))
 
 
 def _in_given_order(result: TrainResult, order: np.ndarray) -> TrainResult:
@@ -671,18 +700,29 @@ class RobinsonRun(StackedRun):
     the stratified batches carry them with the units; the objective is Eq. 3 as for
     :class:`StackedRun` (the same weights, the same IPM of Phi between the arms)."""
 
+    def __init__(self, *args, robinson: Sequence[bool] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        # a stack of both forms (head_forms): the live models in Robinson's form
+        self.robinson = (None if robinson is None else
+                         torch.as_tensor(list(robinson), dtype=torch.bool, device=self.x.device))
+
     def forward(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor | None = None):
         """Phi(x_i) (K, B, r) and the factual outputs (K, B); every head runs on every row."""
         phi = self.net.representation(x)
-        return phi, factual(self.net.heads(phi, y[..., 1:]), t)
+        return phi, factual(self.net.heads(phi, y[..., 1:], self.robinson), t)
 
     def batch_eq3(self, phi, pred, t, y) -> Eq3Terms:
         return super().batch_eq3(phi, pred, t, y[..., 0])
 
     def _validation_chunk(self, net: CFRNet, idx: torch.Tensor, t_c: torch.Tensor):
         rows = self.take(self.y, idx)
-        phi_c, out_c = net(self.take(self.x, idx), rows[..., 1:])
+        phi_c, out_c = net(self.take(self.x, idx), rows[..., 1:], self.robinson)
         return phi_c, weighted_loss_sum(out_c, t_c, rows[..., 0], self.shares, self.config.loss)
+
+    def compact(self, keep: np.ndarray) -> None:
+        super().compact(keep)
+        if self.robinson is not None:
+            self.robinson = self.robinson[torch.as_tensor(keep, device=self.robinson.device)]
 
 
 def stack_order(t: torch.Tensor, train_idx: torch.Tensor, batch_size: int, n_arms: int,
