@@ -33,8 +33,9 @@ import pandas as pd
 import torch
 
 from .core import CFRConfig, CFRNet, DoseNet
-from .fitted import (Columns, DebiasedStage, DoseEncoding, DoseStage, FinalStage, FittedCFR,
-                     FittedMembers, Preprocessing, TreatmentEncoding)
+from .covariates import Columns, Preprocessing
+from .fitted import DebiasedStage, DoseStage, FinalStage, FittedCFR, FittedMembers
+from .treatment import DoseEncoding, TreatmentEncoding
 from .fitting import fit_blend
 from .nuisance import LinearPropensity
 from .tabular import FeatureScaler, TableEncoder

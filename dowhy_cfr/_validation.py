@@ -10,8 +10,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["as_2d_float", "as_columns", "as_1d", "as_vector", "column_names", "check_same_length",
+__all__ = ["plain", "as_2d_float", "as_columns", "as_1d", "as_vector", "column_names", "check_same_length",
            "check_finite", "check_int"]
+
+
+def plain(v):
+    """numpy scalar -> Python scalar, for readable messages and clean dicts."""
+    return v.item() if isinstance(v, np.generic) else v
 
 
 def column_names(a) -> list[str] | None:

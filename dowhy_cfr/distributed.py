@@ -42,7 +42,7 @@ import torch.distributed as dist
 
 from . import _validation as V
 from . import fitting
-from .fitted import Columns
+from .covariates import Columns
 from .streaming import batch_stream, encoding_of_labels, preprocessing, train_on_stream
 
 __all__ = ["fit_distributed"]

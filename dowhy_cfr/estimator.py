@@ -18,7 +18,7 @@ from . import _io, fitting
 from . import _validation as V
 from .core import CFRConfig
 from .dose_response import DoseResponseMixin
-from .fitted import EncodedX
+from .covariates import EncodedX
 from .inference import (CONSTANT_DOSE_EFFECT, AverageEffectsMixin, CFRAIPWInference,
                         CFRBootstrapInference, DoseInference)
 from .sensitivity import SensitivityMixin
@@ -201,9 +201,9 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         is computed on the standardised outcome, so ``alpha`` does not depend on the units of Y.
         The paper's alpha = 0.3 on raw IHDP outcomes (variance about 4) is roughly 0.075 here.
         The default was chosen by measurement on IHDP, the simulated and the realistic designs
-        together (``docs/parameters.md``). ``"auto"`` (or a list) selects
-        from :data:`dowhy_cfr.core.ALPHA_GRID` (the list) in one stack by the validation R-loss
-        (``alpha_``, ``alpha_scores_``, ``docs/parameters.md``). Binary treatments only.
+        together (``docs/parameters.md``). ``"auto"`` (or a list) selects from
+        :data:`dowhy_cfr.core.ALPHA_GRID` (the list) in one stack by the validation R-loss
+        (``alpha_``, ``alpha_scores_``). Binary treatments only.
     alpha_units : int or None, default 1200
         ``alpha`` applies in full up to this many training units per member (n = 1,500 with the
         default five cross-fitting members) and in inverse proportion beyond: ``alpha *
@@ -233,11 +233,9 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         False give the paper's plain network.
     head_form, effect_penalty : {"separate", "effect", "robinson", "auto"}, float
         One head per arm (the paper), or a mean and an effect head, ``mu = m -+ d/2`` (d's L2 x
-        ``effect_penalty``), or at each unit's propensity, ``m + (t - e(x)) d`` (docs/tuning.md).
-        "auto": separate heads and Robinson's form (at ``alpha`` capped at 0.05) trained in one
-        stack, the form whose members have the lower factual loss on their folds kept
-        (``head_form_``, ``head_form_scores_``; docs/parameters.md, item 42). A dose's head is
-        its own; chunked and distributed fits take separate heads.
+        ``effect_penalty``), or at each unit's propensity, ``m + (t - e(x)) d``; "auto": the
+        first and the last (``alpha`` at most 0.05) in one stack, the lower fold loss kept
+        (docs/tuning.md). A dose's head is its own; streams take separate heads.
     learning_rate, lr_decay, lr_decay_steps, lr_warmup : float/"auto", float/"auto", int, int/"auto"
         Adam's learning rate, rising linearly over the first ``lr_warmup`` steps, times
         ``lr_decay`` every ``lr_decay_steps``. All "auto" at batches of up to 100 units: 8e-3
@@ -256,8 +254,8 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         batch above 100, and 3,000; ``docs/parameters.md``); share of units held out
         (stratified) for early stopping; steps between evaluations.
     patience : int or None
-        Stop after this many evaluations (and at least 7 epochs) without improvement of the
-        validation objective; the best checkpoint is kept. None runs all ``n_iter`` steps.
+        Stop after this many evaluations (at least 7 epochs) without a better validation
+        objective, keeping the best checkpoint. None runs all ``n_iter`` steps.
     relative_patience, stop_quorum : float, float
         A model stops after ``max(patience * eval_every, 7 epochs, relative_patience *
         best_step)`` steps without improvement; the members stop together once ``stop_quorum``
@@ -265,42 +263,37 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
     reweight_sample : bool
         Weight units by ``w_i = t_i/(2u) + (1-t_i)/(2(1-u))`` (Algorithm 1, line 2).
     rbf_sigma, wass_lambda, wass_iterations : float, float, int
-        Bandwidth of ``mmd2_rbf`` (kernel ``exp(-||a-b||^2 / sigma^2)``); Sinkhorn's entropic
-        scale (relative to the mean cost) and iterations.
+        ``mmd2_rbf``'s bandwidth sigma (``exp(-||a-b||^2 / sigma^2)``); Sinkhorn's scale
+        (relative to the mean cost) and iterations.
     wass_backprop : bool or "auto", default "auto"
         The Wasserstein gradient through Sinkhorn's iterations (True, the authors' code), or
         with the transport plan held fixed (False, the supplement's Algorithm 2: about 40 % less
-        time on batches of 400). "auto": True at batches below 200 units (``batch_size="auto"``
-        up to n = 2,500 with the five K-fold members), False from 200 on
-        (:data:`dowhy_cfr.core.config.AUTO_PLAN_FIXED_FROM`).
+        time on batches of 400). "auto": True below batches of 200 units (n = 2,500 with the
+        five K-fold members; :data:`dowhy_cfr.core.config.AUTO_PLAN_FIXED_FROM`).
     ipm_max_units : int or None, default 200
         The IPM of a training batch uses at most this many of its units, a random subset with
         each arm (dose stratum) in proportion; the factual loss uses the whole batch. It binds
-        only on batches above 200 units (``batch_size="auto"`` beyond n = 2,500 with the five
-        K-fold members), where it takes about a fifth off a fit at the same accuracy. None: the
+        beyond n = 2,500 with the defaults, a fifth off a fit at the same accuracy. None: the
         whole batch (:data:`dowhy_cfr.core.config.IPM_MAX_UNITS`).
     scaling : {"standard", "robust", "quantile"}
         How the encoded covariates are scaled (:class:`dowhy_cfr.tabular.FeatureScaler`): mean
         and standard deviation, RealMLP's robust scaling with smooth clipping, or quantiles.
     loss : {"auto", "mse", "logloss"}, default "auto"
-        Squared loss, or log-loss with a sigmoid output for 0/1 outcomes; "auto" uses log-loss
-        when every outcome is 0 or 1. For binary outcomes effects are differences of
-        probabilities.
+        Squared loss, or log-loss with a sigmoid output for 0/1 outcomes ("auto": when every
+        outcome is 0 or 1; effects are then differences of probabilities).
     model_final : sklearn regressor or None, default None
         With ``W`` in ``fit``: the regression of the unit-level effects ``tau(x_i, w_i)`` on
         ``x_i`` (None: HistGradientBoostingRegressor); without: ``final_blend``'s ``g`` (None:
         :data:`dowhy_cfr.fitting.BLEND_MODEL`).
     final_blend : bool, default True
         Without ``W``, with ``debias="aipw"`` and cross-fitting members: effects ``lam * (h1 -
-        h0) + (1 - lam) * g(x)`` (``g``: a DR-learner on each member's training units, ``lam``
-        by the out-of-fold R-loss), or a constant where the calibration test of the blend's
-        out-of-fold effects does not reject one (``blend_test_``), shifted to the AIPW ATE
-        (``blend_weights_``; docs/parameters.md, item 9). False: the heads' effects.
+        h0) + (1 - lam) * g(x)`` (``g`` a DR-learner on each member's training units, ``lam`` by
+        the out-of-fold R-loss; ``blend_weights_``), or a constant where the blend's calibration
+        test does not reject one (``blend_test_``), shifted to the AIPW ATE. False: the heads'.
     n_ensemble : int, default 5
-        Number of networks trained (stacked, in one pass) from different seeds; effects are
-        averaged over them. Five members of a small network are the default: measured more
-        accurate than one network of the paper's size at about the same cost (docs/parameters.md).
-        Their spread gives the pointwise intervals (with ``cross_fit``).
+        Networks trained (stacked, in one pass) from different seeds, their effects averaged:
+        five small ones, measured more accurate than one of the paper's size at about its cost
+        (docs/parameters.md). Their spread gives the pointwise intervals (with ``cross_fit``).
     debias : {"aipw", None}, default "aipw"
         "aipw": doubly robust averages (:mod:`dowhy_cfr.debiased`); effects are shifted by one
         constant per arm so that ``ate(X)`` over the fitted units is the AIPW ATE. None: the
@@ -316,7 +309,7 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         ..., a list or dict to select from: :func:`dowhy_cfr.nuisance.propensity_candidates`),
         cross-fitted over ``cv`` stratified folds, clipped below at ``min_propensity`` (0.05; cv 5).
     categories : "auto" or list, default "auto"
-        Treatment categories; the first is the control arm.
+        Treatment categories, the control arm first.
     treatment : {"auto", "categorical", "continuous"}, default "auto"
         "auto": categorical up to 20 distinct values, continuous (a dose) above, if numeric.
         A continuous T gets one head whose weights are splines of the dose (VCNet), the
@@ -326,8 +319,8 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
     random_state : int, RandomState or None, default None
         Seed of the weights, the validation split and the mini-batch order.
     device : {"cpu", "cuda", "auto"}, default "cpu"
-        Where the networks train ("auto": CUDA if available). A GPU pays from stacks of about
-        ten models or batches of ~1,000; one default fit is faster on the CPU (docs/scaling.md).
+        Where the networks train ("auto": CUDA if available); a GPU pays from stacks of ~10
+        models or batches of ~1,000, not for one default fit (docs/scaling.md).
     verbose : int, default 1
         1: a progress bar in interactive sessions (terminal or notebook); 2: always; 0: never.
 
@@ -352,10 +345,8 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         With ``alpha="auto"`` or a list: per candidate, its validation criteria (``nn_pehe``,
         ``r_loss``, ``dr_loss``; mean over members, lower is better) and ``selected``; else None.
     head_form_, head_form_scores_ : str, pandas.DataFrame or None
-        The heads' form used (with ``head_form="auto"`` the one chosen, and ``alpha_`` its
-        penalty); with "auto" per candidate form its members' mean factual loss on their own
-        validation units at their kept steps (``fold_loss``) and ``selected`` (not saved with
-        the model); else None.
+        The form used (``"auto"``: chosen); with "auto" each form's mean ``fold_loss`` (the
+        members' factual loss on their own folds) and ``selected`` (not saved), else None.
     model_final_ : list of fitted regressors or None
         The final-stage models, one per treated arm (only when W was given).
     effect_model_ : str

@@ -52,16 +52,16 @@ from . import _validation as V
 from . import plans as P
 from .core import ALPHA_GRID, CFRConfig, TrainingDivergedError, train_cfr
 from .adrf import UNDERSMOOTH
-from .fitted import (BlendStage, Columns, DebiasedStage, DoseStage, FinalStage, FittedCFR,
-                     FittedMembers, Preprocessing, TreatmentEncoding, effects_of,
-                     encode_treatment, member_dose_knots, member_dose_outputs, member_outputs,
-                     plain, regressions_at, seen_rows)
+from .covariates import Columns, Preprocessing
+from .fitted import (BlendStage, DebiasedStage, DoseStage, FinalStage, FittedCFR, FittedMembers,
+                     effects_of, member_dose_outputs, member_outputs, regressions_at, seen_rows)
 from .metrics import SELECTION_CRITERIA, Nuisances, selection_scores
 from .nuisance import (Propensity, aipw_scores, blend_weights, clipped_warning,
                        cross_fit_dr_learner, cross_fit_gps, cross_fit_outcomes,
                        cross_fit_propensity, held_out_mean, heterogeneity_test,
                        linear_propensity, propensity_candidates, sklearn_seed,
                        unit_propensities)
+from .treatment import TreatmentEncoding, encode_treatment, member_dose_knots
 
 __all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "FitSettings", "FitData", "Trained",
            "alpha_grid", "resolve_device", "show_progress", "resolve_loss", "prepare",
@@ -294,7 +294,7 @@ def prepare(settings: FitSettings, Y, T, X, W=None, groups=None) -> FitData:
 
 def treatment_kind(est, T) -> str:
     """"continuous" or "categorical": what ``est.fit`` makes of the treatment ``T`` (the rule
-    of :func:`~dowhy_cfr.fitted.encode_treatment`; errors are left to the fit)."""
+    of :func:`~dowhy_cfr.treatment.encode_treatment`; errors are left to the fit)."""
     try:
         t = V.as_1d("T", T)
         encoding, _ = encode_treatment(t, getattr(est, "categories", "auto"),
@@ -461,7 +461,7 @@ def _check_arm_sizes(arms: np.ndarray, encoding: TreatmentEncoding, val_fraction
     n_val_min = np.ceil(counts * val_fraction)
     too_small = (counts < 2) | (n_val_min < 1) | (counts - n_val_min < 1)
     if too_small.any():
-        label = plain(encoding.categories[int(np.argmax(too_small))])
+        label = V.plain(encoding.categories[int(np.argmax(too_small))])
         raise ValueError(f"treatment arm {label!r} has only {counts[too_small].min()} unit(s); "
                          f"at least 2 are needed to split it into training and validation "
                          f"(val_fraction={val_fraction})")

@@ -35,7 +35,7 @@ from sklearn.base import clone
 from . import _validation as V
 from . import fitting
 from .debiased import TARGETS, AverageEffect, aipw_terms, best_linear_projection, jackknife_stderr
-from .fitted import effects_of, plain
+from .fitted import effects_of
 from .nuisance import CLIPPED_WARN_SHARE, Propensity
 
 __all__ = ["CFRBootstrapInference", "CFRAIPWInference", "AverageEffectsMixin", "AverageSummary",
@@ -475,10 +475,10 @@ class AverageEffectsMixin:
         label = _one_label([T], "T") if np.ndim(T) == 0 else _one_label(T, "T")
         if label in cats[1:]:
             return [cats[cats.index(label)]]
-        treated = [plain(c) for c in cats[1:]]
+        treated = [V.plain(c) for c in cats[1:]]
         why = ("is the control arm" if label == cats[0] else "is not a fitted treatment level")
-        raise ValueError(f"summary(T={plain(label)!r}): T {why}; T selects the treated arm to "
-                         f"summarise against the control {plain(cats[0])!r} (as EconML's "
+        raise ValueError(f"summary(T={V.plain(label)!r}): T {why}; T selects the treated arm to "
+                         f"summarise against the control {V.plain(cats[0])!r} (as EconML's "
                          f"summary(T)), one of {treated}, or None for all. Pass the interval "
                          f"level by keyword: summary(alpha=...)")
 

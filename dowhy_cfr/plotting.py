@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _validation as V
-from .fitted import standardize
+from .covariates import standardize
 
 __all__ = [
     "plot_history",

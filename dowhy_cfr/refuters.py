@@ -111,7 +111,7 @@ from .core.ipm import IPM_NAMES, imbalance, pairwise_sq_dists
 from .core.training import arm_imbalance
 from .dowhy_adapter import CFREstimator
 from .estimator import CFR
-from .fitted import standardize
+from .covariates import standardize
 
 __all__ = [
     "DEFAULT_IPMS",

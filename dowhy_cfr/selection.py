@@ -46,7 +46,6 @@ from . import _validation as V
 from . import fitting
 from . import plans as P
 from .core import TrainingDivergedError
-from .fitted import plain
 from .metrics import cross_fit_nuisances, dr_loss, nn_pehe, policy_risk, r_loss
 from .nuisance import sklearn_seed
 
@@ -259,7 +258,7 @@ def random_search(
     best = results.iloc[0]
     if not np.isfinite(best["score"]):
         raise TrainingDivergedError("every candidate diverged; narrow the search space")
-    best_params = {k: plain(v) for k, v in sampled[int(best["candidate"])].items()}
+    best_params = {k: V.plain(v) for k, v in sampled[int(best["candidate"])].items()}
     if "batch_size" in best_params:
         best_params["batch_size"] = int(min(best_params["batch_size"], train.size))
     estimator = None

@@ -23,7 +23,9 @@ import torch
 from . import _validation as V
 from . import fitting
 from . import plans as P
-from .fitted import MAX_ARMS, Columns, FittedCFR, Preprocessing, TreatmentEncoding, effects_of
+from .covariates import Columns, Preprocessing
+from .fitted import FittedCFR, effects_of
+from .treatment import MAX_ARMS, TreatmentEncoding
 
 
 __all__ = ["fit_chunks", "parquet_chunks"]

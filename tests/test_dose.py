@@ -381,7 +381,7 @@ def test_dose_benchmark_smoke(tmp_path):
 
 # ----------------------------------------------------------------------------- the dose's scale
 def test_dose_knots_put_tied_doses_at_their_mid_level_and_invert():
-    from dowhy_cfr.fitted import DOSE_KNOTS, DoseEncoding, dose_knots
+    from dowhy_cfr.treatment import DOSE_KNOTS, DoseEncoding, dose_knots
 
     rng = np.random.default_rng(0)
     dose = np.where(rng.random(400) < 0.4, 0.0, rng.lognormal(1, 0.8, 400))  # 40 % at 0
@@ -412,7 +412,7 @@ def test_dose_knots_put_tied_doses_at_their_mid_level_and_invert():
 
 
 def test_auto_dose_scale_ranks_a_dose_whose_median_crowds_one_end():
-    from dowhy_cfr.fitted import rank_scale
+    from dowhy_cfr.treatment import rank_scale
 
     rng = np.random.default_rng(1)
     t = rng.uniform(size=500)
@@ -462,7 +462,7 @@ def test_rank_scaled_members_read_the_dose_on_scales_of_their_own_training_units
     knots' sampling variance (docs/parameters.md, item 35; measured over 100 data sets of the
     e^{5t} re-expression: the band's coverage 0.909 -> 0.936 on the IHDP design); the range
     scale keeps one scale for all."""
-    from dowhy_cfr.fitted import dose_knots
+    from dowhy_cfr.treatment import dose_knots
 
     X, T, Y = dose_design(300, seed=5)
     dose = np.exp(T)
@@ -488,7 +488,7 @@ def test_rank_scaled_members_read_the_dose_on_scales_of_their_own_training_units
     ranged = CFR(**{**TINY, "n_ensemble": 3, "dose_scale": "range"}).fit(Y, dose, X=X)
     assert ranged.fitted_.members.dose_knots is None
     # members of stacked data sets: one on a range scale keeps the encoding's (None)
-    from dowhy_cfr.fitted import DoseEncoding, member_dose_knots
+    from dowhy_cfr.treatment import DoseEncoding, member_dose_knots
 
     ranked_enc, ranged_enc = enc, DoseEncoding.fit(T, len(T), "auto", 4, "range")[0]
     both = member_dose_knots([ranked_enc, ranged_enc], [dose[:200], T[:200]])

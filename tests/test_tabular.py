@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 from sklearn.preprocessing import QuantileTransformer
 
-from dowhy_cfr.fitted import standardize
+from dowhy_cfr.covariates import standardize
 from dowhy_cfr.tabular import SMOOTH_CLIP_BOUND, FeatureScaler, TableEncoder, smooth_clip
 
 

@@ -268,7 +268,7 @@ class CFRConfig:
     # their deciles -- each K-fold member's through those of its own training units, so that
     # the band carries the knots' variance -- nearly invariant to a monotone re-expression of
     # the dose) or "auto" (rank where the median dose lies outside the middle half of the
-    # range, fitted.rank_scale)
+    # range, treatment.rank_scale)
     dose_scale: str = "auto"
 
     def validate(self) -> "CFRConfig":

@@ -186,35 +186,26 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
     propensity : tensor (n, n_arms) or (K, n, n_arms), optional
         Each unit's arm propensities, for ``head_form="robinson"`` only (:class:`RobinsonRun`).
     head_forms : sequence of {"separate", "robinson"}, length K, optional
-        Per-model overrides of ``config.head_form``: a stack of both forms (the candidates of
-        ``head_form="auto"``), trained as :class:`RobinsonRun` with the separate models' outputs
-        their heads' own. Needs ``propensity`` where any model is "robinson".
+        Per-model overrides of ``config.head_form`` (``head_form="auto"``'s candidates, in
+        one :class:`RobinsonRun`); ``propensity`` is needed where any is "robinson".
 
     A model whose objective becomes non-finite stops, keeps its best checkpoint and is reported
     in ``diverged`` (``failed`` if it had none yet); the other models train on as if it had never
     been in the stack (up to float rounding). Only if every model fails is
     ``TrainingDivergedError`` raised.
     """
-    config = config.validate().resolve(None if train_idx is None else train_idx.shape[-1],
-                                       continuous=dose is not None)
-    run_class = StackedRun
-    config, robinson = _head_forms(config, head_forms, len(seeds), dose)
-    if _robinson(config, dose, n_arms, batch_source, propensity):
-        y, run_class = _with_propensities(y, propensity, n_arms), RobinsonRun
-    if dose is not None:
-        y, run_class = _with_dose_basis(y, dose, config, batch_source), DoseRun
+    config, y, run_class, robinson = _run_kind(config, y, train_idx, len(seeds), n_arms,
+                                               batch_source, dose, propensity, head_forms)
     order = None
     if batch_source is None and len(seeds) > 1:  # equal arm counts next to each other
-        _check_rows(train_idx, len(seeds), "train_idx")
+        order = stack_order(t, _check_rows(train_idx, len(seeds), "train_idx"),
+                            config.batch_size, n_arms, per_model_data, count_shares)
         _check_rows(val_idx, len(seeds), "val_idx")
-        order = stack_order(t, train_idx, config.batch_size, n_arms, per_model_data,
-                            count_shares)
     if order is not None:
         (x, t, y, train_idx, val_idx, seeds, alpha, weight_decay, count_shares, ensembles,
-         stop_on_others, robinson) = _reordered(order, per_model_data, x, t, y, train_idx,
-                                                val_idx, seeds, alpha, weight_decay,
-                                                count_shares, ensembles, stop_on_others,
-                                                robinson)
+         stop_on_others, robinson) = _reordered(order, per_model_data, x, t, y, train_idx, val_idx,
+                                                seeds, alpha, weight_decay, count_shares,
+                                                ensembles, stop_on_others, robinson)
     run = run_class(x, t, y, train_idx=train_idx, val_idx=val_idx, config=config, seeds=seeds,
                      n_arms=n_arms, batch_source=batch_source, arm_shares=arm_shares,
                      model_wrapper=model_wrapper, gather_ipm=gather_ipm, alpha=alpha,
@@ -229,6 +220,22 @@ def train_cfr(x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, *,
         n_steps = algorithm1(run, config)
     result = run.result(n_steps)
     return result if order is None else _in_given_order(result, order)
+
+
+def _run_kind(config: CFRConfig, y: torch.Tensor, train_idx, k: int, n_arms: int, batch_source,
+              dose, propensity, head_forms):
+    """``(config, y, run class, robinson)`` of :func:`train_cfr`: the configuration checked and
+    resolved at the training size, and :class:`DoseRun` (y with the dose's spline basis),
+    :class:`RobinsonRun` (y with the propensities; ``robinson``, for a stack of both forms,
+    which models take Robinson's) or :class:`StackedRun`."""
+    config = config.validate().resolve(None if train_idx is None else train_idx.shape[-1],
+                                       continuous=dose is not None)
+    config, robinson = _head_forms(config, head_forms, k, dose)
+    if dose is not None:
+        return config, _with_dose_basis(y, dose, config, batch_source), DoseRun, None
+    if _robinson(config, dose, n_arms, batch_source, propensity):
+        return config, _with_propensities(y, propensity, n_arms), RobinsonRun, robinson
+    return config, y, StackedRun, None
 
 
 def _head_forms(config: CFRConfig, head_forms, k: int, dose):

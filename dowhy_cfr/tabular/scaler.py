@@ -42,7 +42,7 @@ class FeatureScaler(BaseEstimator):
     ``"standard"``
         :math:`(x - \bar x) / s`, with :math:`s` the standard deviation (``ddof=0``) and
         :math:`s = 1` for a constant column: the package's standardisation
-        (:func:`dowhy_cfr.fitted.standardize`), bit for bit.
+        (:func:`dowhy_cfr.covariates.standardize`), bit for bit.
     ``"robust"``
         RealMLP's robust scaling with smooth clipping (Holzmüller et al. 2024):
         :math:`f\big((x - q_{1/2}) / s\big)` with :math:`f(z) = z / \sqrt{1 + (z/3)^2}` and
