@@ -648,14 +648,14 @@ class FittedCFR:
         form = self.config.head_form
         scores = self.head_form_scores
         chosen = "" if scores is None else (
-            " chosen by head_form='auto' (the members' factual loss on their folds: " +
+            ", chosen by head_form='auto' (the members' factual loss on their folds: " +
             ", ".join(f"{r.head_form} {r.fold_loss:.4g}" for r in scores.itertuples()) + ")")
         if form == "robinson":
-            return (f"Heads: Robinson's form, mu_t(x) = m(x) + (t - e(x)) d(x), so h1 - h0 = d"
-                    f"{chosen}.")
+            return (f"Heads: Robinson's form (mu_t(x) = m(x) + (t - e(x)) d(x), so h1 - h0 = "
+                    f"d){chosen}.")
         if form == "effect":
             return "Heads: a mean and an effect head, mu_t(x) = m(x) + (t - 1/2) d(x)."
-        return f"Heads: separate (the paper's){chosen}." if chosen else ""
+        return f"Heads: separate, the paper's{chosen}." if chosen else ""
 
     def _effect_sentence(self) -> str:
         shifted = ("" if self.debiased is None or self.debiased.e is None else
