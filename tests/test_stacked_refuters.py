@@ -230,6 +230,26 @@ def test_an_alpha_grid_estimate_is_refuted_with_the_selected_alpha(setup):
     assert stacked.new_effect == pytest.approx(loop.new_effect, abs=1e-4)
 
 
+def test_a_head_form_auto_estimate_rechooses_in_each_simulation_as_dowhys_loop(setup):
+    """head_form="auto": the stack trains both forms for every simulation and each chooses its
+    own (fit_stacked), as DoWhy's loop of fits does: the same re-estimates up to float
+    rounding; the estimate's text says which form the original chose."""
+    _, model, estimand, _ = setup
+    estimate = model.estimate_effect(estimand, method_name="backdoor.cfr",
+                                     method_params={"init_params": {**TINY,
+                                                                    "head_form": "auto"}})
+    cfr = estimate.estimator.estimator
+    assert cfr.head_form_ in ("separate", "robinson") and cfr.head_form_scores_ is not None
+    assert "head_form='auto'" in cfr.fitted_.effect_description()
+    name = "placebo_treatment_refuter"
+    with sr.stacking_options(steps="early_stopping", seeds="original"):
+        stacked = _refute(model, estimand, estimate, name)
+    with sr.stacking_options(enabled=False):
+        loop = _refute(model, estimand, estimate, name)
+    assert stacked.stacking["simulations"] == SIMS
+    assert stacked.new_effect == pytest.approx(loop.new_effect, abs=1e-4)
+
+
 def test_bootstrap_noise_does_not_depend_on_the_adjustment_sets_order(setup, monkeypatch):
     """DoWhy lists the adjustment set in the order of a set, which changes with Python's hash
     seed (from one process to the next); the stacked bootstrap refuter adds its noise to the
