@@ -194,19 +194,23 @@ def test_robinson_heads_centre_the_effect_heads_at_the_propensities(n_arms):
     assert torch.allclose(predict(net, x[0], e=e[0])[0], out[0], atol=1e-6)
 
 
+def _propensity_design(n: int, d: int, seed: int):
+    """Units whose treatment follows x0 (propensity e1 = sigmoid(x0)) and tau = 1 + x1:
+    ``(x, t, y, e (n, 2), a random order of the units)``."""
+    torch.manual_seed(seed)
+    x = torch.randn(n, d)
+    e1 = torch.sigmoid(x[:, 0])
+    t = torch.bernoulli(e1).long()
+    y = x[:, 0] + t * (1 + x[:, 1]) + 0.5 * torch.randn(n)
+    return x, t, y, torch.stack([1 - e1, e1], 1), torch.randperm(n)
+
+
 def test_robinson_training_needs_the_units_propensities():
     """train_cfr with head_form="robinson" takes each unit's propensities (and only then);
     without them, with a wrong shape, on a stream or for other heads: a ValueError naming the
     fix. With them the effect is learnt: tau = 1 + x1 recovered at r > 0.9 in 200 steps (after
     one step: r = -0.37)."""
-    torch.manual_seed(0)
-    n = 400
-    x = torch.randn(n, 5)
-    e1 = torch.sigmoid(x[:, 0])
-    t = torch.bernoulli(e1).long()
-    y = x[:, 0] + t * (1 + x[:, 1]) + 0.5 * torch.randn(n)
-    e = torch.stack([1 - e1, e1], 1)
-    idx = torch.randperm(n)
+    x, t, y, e, idx = _propensity_design(400, 5, seed=0)
     split = dict(train_idx=idx[:300].unsqueeze(0), val_idx=idx[300:].unsqueeze(0), seeds=[0],
                  per_model_data=True)
     cfg = CFRConfig(head_form="robinson", n_iter=200, batch_size=64, n_ensemble=1)
@@ -234,14 +238,7 @@ def test_a_stack_of_both_head_forms_trains_each_as_alone():
     to float rounding: the separate model's heads run on every row here, on its arm's rows
     alone); ``CFRNet.select(..., head_form)`` gives each its own form's outputs. Wrong forms,
     or "auto" without them: a ValueError naming the fix."""
-    torch.manual_seed(1)
-    n = 300
-    x = torch.randn(n, 4)
-    e1 = torch.sigmoid(x[:, 0])
-    t = torch.bernoulli(e1).long()
-    y = x[:, 0] + t * (1 + x[:, 1]) + 0.5 * torch.randn(n)
-    e = torch.stack([1 - e1, e1], 1)
-    idx = torch.randperm(n)
+    x, t, y, e, idx = _propensity_design(300, 4, seed=1)
     tr, va = idx[:220].expand(2, -1), idx[220:].expand(2, -1)
     cfg = CFRConfig(n_iter=60, batch_size=64, n_ensemble=1, eval_every=20, alpha=0.1)
     both = train_cfr(x, t, y, train_idx=tr, val_idx=va, config=cfg, seeds=[3, 4],
