@@ -40,7 +40,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
 
 from . import _validation as V
 from . import fitting
