@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["plain", "as_2d_float", "as_columns", "as_1d", "as_vector", "column_names", "check_same_length",
-           "check_finite", "check_int"]
+__all__ = ["plain", "as_2d_float", "as_columns", "as_1d", "as_vector", "column_names",
+           "check_same_length", "check_finite", "check_int"]
 
 
 def plain(v):

@@ -157,8 +157,9 @@ class FittedMembers:
 
     def dose_scale(self, encoding: "DoseEncoding", doses) -> np.ndarray:
         """The doses ``doses`` (P,) on every member's scale, the network's input: (K, P) --
-        each member's own rank scale where it has one (:func:`~dowhy_cfr.treatment.member_dose_knots`), else the
-        encoding's (:meth:`DoseEncoding.scale`) for all."""
+        each member's own rank scale where it has one
+        (:func:`~dowhy_cfr.treatment.member_dose_knots`), else the encoding's
+        (:meth:`DoseEncoding.scale`) for all."""
         doses = np.asarray(doses, dtype=float).reshape(-1)
         knots = (None,) * self.n_models if self.dose_knots is None else self.dose_knots
         return np.stack([encoding.scale(doses, k) for k in knots])
@@ -367,9 +368,9 @@ class DoseStage:
     ``weights``, the weighted residuals ``rho`` the average curve's correction smooths, the
     bandwidth ``h`` (leave-one-out cross-validated, times ``undersmooth``) and the
     generalised propensity's model name; None without it (``debias=None``). ``knots_t``,
-    ``knots_u``: the dose encoding's rank scale (:func:`~dowhy_cfr.treatment.dose_knots`), on which the curves are
-    interpolated and the average curve's correction smoothed (None: the range scale, on which
-    that is the doses' own units)."""
+    ``knots_u``: the dose encoding's rank scale (:func:`~dowhy_cfr.treatment.dose_knots`), on
+    which the curves are interpolated and the average curve's correction smoothed (None: the
+    range scale, on which that is the doses' own units)."""
 
     x: np.ndarray
     y: np.ndarray

@@ -591,7 +591,7 @@ def choose_head_forms(settings: FitSettings, trained: Trained, n_groups: int) ->
                                         "learning_rate or weight_decay, or check the inputs")
         form = AUTO_HEAD_FORMS[best]
         chosen = [k for k in idx[best] if not trained.failed[k]]
-        alpha = min(trained.config.alpha, capped) if form == "robinson" else None
+        alpha = capped if form == "robinson" else None
         table = pd.DataFrame({"head_form": AUTO_HEAD_FORMS, "fold_loss": scores,
                               "selected": [c == best for c in range(len(scores))]})
         out.append((trained.subset(chosen, form, alpha), table))

@@ -21,6 +21,7 @@ import pandas as pd
 from econml.utilities import one_hot_encoder
 
 from . import _validation as V
+from ._validation import plain
 from .core import dose_strata
 
 __all__ = ["TreatmentEncoding", "DoseEncoding", "encode_treatment", "dose_knots",
@@ -96,9 +97,9 @@ class TreatmentEncoding:
             unknown = [v for v in values if v not in cats]
             if unknown:
                 raise ValueError(
-                    f"treatment value(s) {[V.plain(u) for u in unknown]} are not among the fitted "
-                    f"treatment categories {[V.plain(c) for c in cats]}; pass "
-                    f"T0={V.plain(cats[0])!r}, T1={V.plain(cats[1])!r} (to effect, ate, ate_interval, "
+                    f"treatment value(s) {[plain(u) for u in unknown]} are not among the fitted "
+                    f"treatment categories {[plain(c) for c in cats]}; pass "
+                    f"T0={plain(cats[0])!r}, T1={plain(cats[1])!r} (to effect, ate, ate_interval, "
                     f"average_effect or best_linear_projection)"
                 )
 
@@ -129,7 +130,7 @@ def encode_treatment(t_raw: np.ndarray, categories="auto", treatment: str = "aut
     if treatment == "continuous" or (treatment == "auto" and len(uniq) > MAX_ARMS and numeric):
         return DoseEncoding.fit(t_raw, len(uniq), categories, n_strata, dose_scale)
     if len(uniq) < 2:
-        raise ValueError(f"T has a single value ({V.plain(uniq[0])!r}); CFR needs treated and control "
+        raise ValueError(f"T has a single value ({plain(uniq[0])!r}); CFR needs treated and control "
                          f"units")
     if len(uniq) > MAX_ARMS:
         hint = ("For a dose, price or other continuous treatment pass treatment='continuous' "
@@ -152,7 +153,7 @@ def encode_treatment(t_raw: np.ndarray, categories="auto", treatment: str = "aut
     arms = _arms_of_onehot(onehot)
     present = np.bincount(arms, minlength=encoding.n_arms)
     if (present == 0).any():
-        missing = [V.plain(c) for c, n in zip(encoding.categories, present) if n == 0]
+        missing = [plain(c) for c, n in zip(encoding.categories, present) if n == 0]
         raise ValueError(f"treatment categories {missing} have no units in T")
     return encoding, arms
 
@@ -252,7 +253,7 @@ class DoseEncoding:
         V.check_finite("T", dose)
         if n_unique < max(MIN_DOSE_VALUES, n_strata):
             raise ValueError(
-                f"T has only {n_unique} distinct values {sorted(V.plain(v) for v in np.unique(dose))}"
+                f"T has only {n_unique} distinct values {sorted(plain(v) for v in np.unique(dose))}"
                 f"; a continuous treatment (dose-response curves) needs at least "
                 f"{max(MIN_DOSE_VALUES, n_strata)}. For a treatment with a few levels pass "
                 f"treatment='categorical' (or leave treatment='auto')")
@@ -304,7 +305,7 @@ class DoseEncoding:
             outside = values[(values < self.t_min - tol) | (values > self.t_max + tol)]
             if outside.size:
                 raise ValueError(
-                    f"dose(s) {sorted(set(V.plain(v) for v in outside))[:5]} are outside the range "
+                    f"dose(s) {sorted(set(plain(v) for v in outside))[:5]} are outside the range "
                     f"of the training doses [{self.t_min:.6g}, {self.t_max:.6g}]: the dose-"
                     f"response curves are not extrapolated. Use doses within the range -- "
                     f"preferably between the 5th and 95th percentiles "

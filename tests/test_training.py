@@ -222,6 +222,9 @@ def test_robinson_training_needs_the_units_propensities():
     with pytest.raises(ValueError, match="only"):
         train_cfr(*args, config=CFRConfig(n_iter=5, batch_size=64), propensity=e.unsqueeze(0),
                   **split)
+    with pytest.raises(ValueError, match="only"):  # a dose's head is its own
+        train_cfr(*args, config=cfg, propensity=e.unsqueeze(0), dose=torch.rand(1, len(y)),
+                  **split)
     with pytest.raises(ValueError, match="stream"):
         train_cfr(x[300:], t[300:], y[300:], train_idx=None, val_idx=torch.arange(100)[None],
                   config=cfg, seeds=[0], batch_source=lambda: (x[:64], t[:64], y[:64]),

@@ -231,9 +231,10 @@ def _run_kind(config: CFRConfig, y: torch.Tensor, train_idx, k: int, n_arms: int
     config = config.validate().resolve(None if train_idx is None else train_idx.shape[-1],
                                        continuous=dose is not None)
     config, robinson = _head_forms(config, head_forms, k, dose)
+    robinson_run = _robinson(config, dose, n_arms, batch_source, propensity)
     if dose is not None:
         return config, _with_dose_basis(y, dose, config, batch_source), DoseRun, None
-    if _robinson(config, dose, n_arms, batch_source, propensity):
+    if robinson_run:
         return config, _with_propensities(y, propensity, n_arms), RobinsonRun, robinson
     return config, y, StackedRun, None
 
