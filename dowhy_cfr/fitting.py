@@ -606,9 +606,9 @@ ROBINSON_MAX_ALPHA = 0.05
 
 
 def warn_robinson_alpha(settings: FitSettings, stacklevel: int) -> None:
-    """A UserWarning where Robinson's heads (:func:`robinson_heads`, which the caller checks)
-    train with a balance penalty above :data:`ROBINSON_MAX_ALPHA` (the largest of an alpha
-    grid's candidates)."""
+    """A UserWarning where ``head_form="robinson"`` trains with a balance penalty above
+    :data:`ROBINSON_MAX_ALPHA` (the largest of an alpha grid's candidates); ``"auto"`` caps its
+    Robinson candidates' penalty there instead (:func:`robinson_alpha`)."""
     alpha = max(settings.alpha_grid or [settings.config_params.get("alpha", 0.0)])
     if settings.config_params.get("head_form") == "robinson" and alpha > ROBINSON_MAX_ALPHA:
         warnings.warn(f"head_form='robinson' with alpha={alpha:g}: the balance penalty removes "
