@@ -416,6 +416,15 @@ def test_per_model_data_and_alpha_overrides():
     h = res.history["val_objective"]
     np.testing.assert_allclose(h[:, 1], one.history["val_objective"][:, 0], rtol=1e-4)
     assert not np.allclose(h[:, 0], h[:, 1])
+    # the unpenalised model skips the batch's IPM (the penalised one keeps it) and trains as
+    # alone; the validation IPM is still recorded for both
+    zero = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None],
+                     config=CFRConfig(alpha=0.0, **CORE_SMALL), seeds=[5])
+    np.testing.assert_allclose(h[:, 0], zero.history["val_objective"][:, 0], rtol=1e-4)
+    np.testing.assert_allclose(res.history["val_imbalance"][:, 0],
+                               zero.history["val_imbalance"][:, 0], rtol=1e-4)
+    assert (res.history["train_imbalance"][1:, 0] == 0).all()  # row 0: before training
+    assert (res.history["train_imbalance"][1:, 1] > 0).all()
 
 
 def test_training_is_deterministic():

@@ -354,7 +354,6 @@ class StackedRun:
         self.alpha = _per_model(alpha, config.alpha, k, x.dtype, device, "alpha")
         self.wd = _per_model(weight_decay, config.weight_decay, k, x.dtype, device,
                              "weight_decay")
-        self.use_ipm = bool((self.alpha > 0).any())
         self.use_l2 = bool((self.wd != 0).any())
         val_idx = _check_rows(val_idx, k, "val_idx").to(device)
         if batch_source is None:
@@ -444,6 +443,15 @@ class StackedRun:
         never depend on the other groups."""
         counts = self.batches.counts
         self.groups = None if counts is None else arm_count_groups(counts, self.alpha.device)
+        self.use_ipm = bool((self.alpha > 0).any())
+        # a stack of penalised and unpenalised models (head_form="auto"'s candidates, an alpha
+        # list with 0): the batch's IPM for the penalised ones only (its gradient is zero for
+        # the others), on their own arm-count groups
+        penalised = (self.alpha > 0).cpu().numpy()
+        self.ipm_models, self.ipm_groups = None, self.groups
+        if self.use_ipm and counts is not None and not penalised.all():
+            self.ipm_models = torch.as_tensor(np.flatnonzero(penalised), device=self.alpha.device)
+            self.ipm_groups = arm_count_groups(np.asarray(counts)[penalised], self.alpha.device)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor | None = None):
         """Phi(x_i) (K, B, r) and the factual outputs h_{t_i}(Phi(x_i)) (K, B). On arm-blocked
@@ -478,7 +486,10 @@ class StackedRun:
     def batch_eq3(self, phi, pred, t, y) -> Eq3Terms:
         risk = (sample_weights(t, self.batch_shares)
                 * factual_loss(pred, y, self.config.loss)).sum(1) / t.shape[1]
-        if self.use_ipm and self.groups is not None:
+        if self.use_ipm and self.ipm_models is not None:
+            imb = torch.zeros_like(risk).index_copy(0, self.ipm_models, self.ipm_groups.apply(
+                phi.index_select(0, self.ipm_models), self._block_imbalance))
+        elif self.use_ipm and self.groups is not None:
             imb = self.groups.apply(phi, self._block_imbalance)
         elif self.use_ipm:
             phi_i, t_i = (phi, t) if self.gather_ipm is None else self.gather_ipm(phi, t)
@@ -613,8 +624,8 @@ class StackedRun:
         if self.ema is not None:
             self.ema.keep(keep_t, self._flat())
         self.batches.keep(keep_t)
-        self._group_models()
         self.alpha, self.wd, self.shares = self.alpha[keep_t], self.wd[keep_t], self.shares[keep_t]
+        self._group_models()
         self.batch_shares, self.arm_shares = self.batch_shares[keep_t], self.arm_shares[keep_t]
         self.val_idx, self.running = self.val_idx[keep_t], self.running[:, keep_t]
         self.val_ipm_arms = self.val_ipm_arms[keep_t]
