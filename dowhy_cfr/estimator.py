@@ -234,7 +234,7 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
     head_form, effect_penalty : {"separate", "effect", "robinson", "auto"}, float
         One head per arm (the paper), or a mean and an effect head, ``mu = m -+ d/2`` (d's L2 x
         ``effect_penalty``), or at each unit's propensity, ``m + (t - e(x)) d``; "auto": the
-        first and the last (``alpha`` at most 0.05) in one stack, the lower fold loss kept
+        first and the last (without the penalty) in one stack, the lower fold loss kept
         (docs/tuning.md). A dose's head is its own; streams take separate heads.
     learning_rate, lr_decay, lr_decay_steps, lr_warmup : float/"auto", float/"auto", int, int/"auto"
         Adam's learning rate, rising linearly over the first ``lr_warmup`` steps, times
