@@ -553,7 +553,7 @@ def auto_head_form(settings: FitSettings, data: FitData) -> bool:
 #: The candidates of ``head_form="auto"``, in candidate order (:func:`head_form_plans`).
 AUTO_HEAD_FORMS = ("separate", "robinson")
 #: The balance penalty of ``head_form="auto"``'s Robinson candidates. 0 (TARNet's Robinson heads)
-#: chose as 0.05 did on 69 realistic data sets and IHDP 1-22 (held-out heads -0.023 against
+#: chose as 0.05 did on 69 realistic data sets and IHDP 1-30 (held-out heads -0.023 against
 #: separate heads at either; development -0.007 against -0.005), and those members stop sooner
 #: and skip the IPM (``docs/parameters.md``, item 43).
 AUTO_ROBINSON_ALPHA = 0.0
@@ -572,7 +572,7 @@ def robinson_alpha(config: CFRConfig) -> float:
     return min(float(config.alpha), AUTO_ROBINSON_ALPHA)
 
 
-def choose_head_forms(settings: FitSettings, trained: Trained, n_groups: int) -> list:
+def choose_head_forms(trained: Trained, n_groups: int) -> list:
     """``head_form="auto"``: for each of the ``n_groups`` ensembles of a stack of both forms
     (:func:`head_form_plans`; candidate c's ensemble g holds members ``(c * n_groups + g) * E``
     to ``+ E``), its members of the form whose members had the lower factual loss on their own
@@ -900,7 +900,7 @@ def fit(est, Y, T, X, W=None, groups=None) -> FittedCFR:
     if grid is not None:
         trained, scores = select_alpha(settings, trained, data, propensity, len(seeds))
     if auto:
-        (trained, forms), = choose_head_forms(settings, trained, 1)
+        (trained, forms), = choose_head_forms(trained, 1)
         data = _in_form(data, trained)
     fitted = assemble(settings, trained, data, propensity if settings.debias else None,
                       alpha_scores=scores, head_form_scores=forms)
@@ -982,7 +982,7 @@ def fit_stacked(est, Y, T, X, W=None, units=None, seeds=None):
         _check_auto_head_form(settings)
         plans = head_form_plans(plans)
     trained = train_members(settings, plans, datasets=data)
-    chosen = choose_head_forms(settings, trained, k) if auto else None
+    chosen = choose_head_forms(trained, k) if auto else None
     fits = []
     for j, d in enumerate(data):
         if auto:
@@ -1102,7 +1102,7 @@ def bootstrap(est, Y, T, X, W, n_replicas: int, random_state, *, propensity) -> 
     auto = auto_head_form(settings, data)
     trained = train_members(settings, head_form_plans(plans) if auto else plans,
                             datasets=[data])
-    chosen = choose_head_forms(settings, trained, n_replicas) if auto else None
+    chosen = choose_head_forms(trained, n_replicas) if auto else None
     replicas = []
     for b in range(n_replicas):
         rows = np.concatenate(plans[b * e].split)
