@@ -420,7 +420,7 @@ def _per_member(plans, config: CFRConfig) -> dict:
     candidates of ``head_form="auto"`` (:func:`head_form_plans`) as ``head_forms``, Robinson's
     without the penalty (:func:`robinson_alpha`)."""
     out = {name: [p.params.get(name, getattr(config, name)) for p in plans]
-           for name in ("alpha", "weight_decay") if any(name in p.params for p in plans)}
+           for name in P.PER_MEMBER if name != "head_form" and any(name in p.params for p in plans)}
     forms = [p.params.get("head_form") for p in plans]
     if any(forms):
         out["head_forms"] = [form or config.head_form for form in forms]

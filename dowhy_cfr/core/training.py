@@ -440,15 +440,15 @@ class StackedRun:
     def _group_models(self) -> None:
         """Group the live models by their batches' arm counts (usually one group): models of a
         group share the shapes of the per-arm heads and of the IPM's blocks, and a model's shapes
-        never depend on the other groups."""
+        never depend on the other groups. In a stack of penalised and unpenalised models
+        (``head_form="auto"``'s candidates, an alpha list with 0) the batch's IPM is for the
+        penalised ones only (``ipm_models``, on their own groups ``ipm_groups``): its gradient
+        is zero for the others."""
         counts = self.batches.counts
         self.groups = None if counts is None else arm_count_groups(counts, self.alpha.device)
-        self.use_ipm = bool((self.alpha > 0).any())
-        # a stack of penalised and unpenalised models (head_form="auto"'s candidates, an alpha
-        # list with 0): the batch's IPM for the penalised ones only (its gradient is zero for
-        # the others), on their own arm-count groups
         penalised = (self.alpha > 0).cpu().numpy()
-        self.ipm_models, self.ipm_groups = None, self.groups
+        self.use_ipm = bool(penalised.any())
+        self.ipm_models = self.ipm_groups = None
         if self.use_ipm and counts is not None and not penalised.all():
             self.ipm_models = torch.as_tensor(np.flatnonzero(penalised), device=self.alpha.device)
             self.ipm_groups = arm_count_groups(np.asarray(counts)[penalised], self.alpha.device)
