@@ -162,7 +162,9 @@ def save(path, class_name: str, params: dict, fitted: FittedCFR, econml_state: d
         "input_names": _jsonable(econml_state.get("_input_names")),
         "seeds": _jsonable(members.seeds),
         "n_iter_run": members.n_iter,
-        "n_models": members.n_models,
+        "n_models": members.net.n_models,
+        # head_form="auto" kept both forms: member j averages networks j and n_models / 2 + j
+        "paired": members.paired,
         "member_dose_knots": None if members.dose_knots is None else [
             None if k is None else [list(k[0]), list(k[1])] for k in members.dose_knots],
         "d_in": int(members.net.rep_weights[0].shape[1]),
@@ -238,11 +240,17 @@ def _read(path: Path):
 
 def _members(state, arrays, config: CFRConfig) -> FittedMembers:
     network = DoseNet if state.get("dose_encoding") else CFRNet
+    paired = bool(state.get("paired", False))
+    if paired:  # separate heads, then as many in Robinson's form
+        config = dataclasses.replace(config, head_form="robinson")
     net = network.from_config(config, state["d_in"], [0] * state["n_models"],
                               n_arms=state["n_arms"])
     with torch.no_grad():
         for i, p in enumerate(net.parameters()):
             p.copy_(torch.from_numpy(arrays[f"param/{i}"]))
+    if paired:
+        half = state["n_models"] // 2
+        net.robinson_models = torch.arange(state["n_models"]) >= half
     net.eval()
     history = pd.DataFrame({k.split("/", 1)[1]: v for k, v in arrays.items()
                             if k.startswith("history/")})
@@ -250,7 +258,7 @@ def _members(state, arrays, config: CFRConfig) -> FittedMembers:
     knots = None if knots is None else tuple(
         None if k is None else (tuple(k[0]), tuple(k[1])) for k in knots)
     return FittedMembers(net, state["seeds"], arrays["best_iteration"], history,
-                         state["n_iter_run"], dose_knots=knots)
+                         state["n_iter_run"], dose_knots=knots, paired=paired)
 
 
 def _levels(arrays) -> LinearPropensity | None:

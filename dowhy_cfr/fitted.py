@@ -96,6 +96,10 @@ class FittedMembers:
     # a dose on the rank scale: each member's own knots ((knots_t, knots_u) per member,
     # member_dose_knots); None: the members share the encoding's scale
     dose_knots: tuple | None = None
+    # head_form="auto" kept both forms: member j is the average of networks j (separate heads)
+    # and K + j (Robinson's), trained on the same units; seeds, best_iteration and history are
+    # the 2K networks', the rows the K members'
+    paired: bool = False
 
     @classmethod
     def from_result(cls, result: TrainResult, seeds, train_rows=None, val_rows=None,
@@ -106,7 +110,8 @@ class FittedMembers:
 
     @property
     def n_models(self) -> int:
-        return self.net.n_models
+        """The number of members (each two networks where ``paired``)."""
+        return self.net.n_models // 2 if self.paired else self.net.n_models
 
     def seen_mask(self, n_units: int) -> np.ndarray:
         """(K, n_units) bool: whether member j saw unit i, trained or early-stopped on it (needs
@@ -140,20 +145,26 @@ class FittedMembers:
         h = self.history
         at = h[h["step"].to_numpy() == np.asarray(self.best_iteration)[h["member"].to_numpy()]]
         loss = at.groupby("member")["val_loss"].first()
-        return loss.reindex(range(self.n_models)).to_numpy(dtype=float, copy=True)
+        return loss.reindex(range(self.net.n_models)).to_numpy(dtype=float, copy=True)
 
-    def select(self, members: list, head_form: str | None = None) -> "FittedMembers":
+    def select(self, members: list, head_form=None) -> "FittedMembers":
         """Only the given members, renumbered 0, 1, ...; ``head_form``: the form they trained
-        in, from a stack of both (:meth:`~dowhy_cfr.core.CFRNet.select`)."""
+        in, from a stack of both (:meth:`~dowhy_cfr.core.CFRNet.select`), or one per member:
+        K separate members then K Robinson ones trained on the same units make K ``paired``
+        members (``head_form="auto"`` keeping both forms)."""
+        if self.paired:
+            raise ValueError("members of both head forms cannot be selected again")
+        paired = not (head_form is None or isinstance(head_form, str)) and len(set(head_form)) > 1
+        own = members[:len(members) // 2] if paired else members  # the rows of each member
         h = self.history[self.history["member"].isin(members)].copy()
         h["member"] = h["member"].map({j: i for i, j in enumerate(members)})
-        rows = [None if r is None else r[members].copy() for r in (self.train_rows, self.val_rows)]
-        others = None if self.stopped_on_others is None else self.stopped_on_others[members]
+        rows = [None if r is None else r[own].copy() for r in (self.train_rows, self.val_rows)]
+        others = None if self.stopped_on_others is None else self.stopped_on_others[own]
         knots = None if self.dose_knots is None else tuple(self.dose_knots[j] for j in members)
         return FittedMembers(self.net.select(members, head_form),
                              [self.seeds[j] for j in members],
                              self.best_iteration[members].copy(), h.reset_index(drop=True),
-                             self.n_iter, rows[0], rows[1], None, others, knots)
+                             self.n_iter, rows[0], rows[1], None, others, knots, paired)
 
     def dose_scale(self, encoding: "DoseEncoding", doses) -> np.ndarray:
         """The doses ``doses`` (P,) on every member's scale, the network's input: (K, P) --
@@ -563,7 +574,7 @@ class FittedCFR:
     def outputs(self, xw_std: np.ndarray) -> np.ndarray:
         """Per-member, per-arm predictions on the outcome scale: (K, n_arms, n)."""
         e = None if self.levels is None else self.levels.predict(xw_std)
-        return member_outputs(self.members.net, self.preprocessing, xw_std, e)
+        return member_outputs(self.members, self.preprocessing, xw_std, e)
 
     def tau(self, xw_std: np.ndarray) -> np.ndarray:
         """Ensemble-mean effect of each non-control arm vs control: (n, n_arms - 1)."""
@@ -651,6 +662,10 @@ class FittedCFR:
         chosen = "" if scores is None else (
             ", chosen by head_form='auto' (the members' factual loss on their folds: " +
             ", ".join(f"{r.head_form} {r.fold_loss:.4g}" for r in scores.itertuples()) + ")")
+        if form == "auto":  # both kept: their fold losses within AUTO_AVERAGE_WITHIN
+            chosen = chosen.replace("chosen by", "kept by")
+            return (f"Heads: each member the average of separate heads and Robinson's form "
+                    f"(mu_t(x) = m(x) + (t - e(x)) d(x)), both{chosen}.")
         if form == "robinson":
             return (f"Heads: Robinson's form (mu_t(x) = m(x) + (t - e(x)) d(x), so h1 - h0 = "
                     f"d){chosen}.")
@@ -691,7 +706,10 @@ class FittedCFR:
         net = self.members.net
         if at_init:
             init_seed = derive_seeds([self.members.seeds[member]])[0]
-            net = type(net).from_config(self.config, xw_std.shape[1], init_seed,
+            config = self.config  # both forms kept: member j's Phi is its separate network's
+            if config.head_form == "auto":
+                config = dataclasses.replace(config, head_form="separate")
+            net = type(net).from_config(config, xw_std.shape[1], init_seed,
                                         n_arms=self.encoding.n_arms)
             member = 0
         x = torch.as_tensor(xw_std, dtype=torch.float32)
@@ -710,14 +728,17 @@ def _with_control(effects: np.ndarray) -> np.ndarray:
     return np.concatenate([zeros, np.moveaxis(effects, 2, 1)], axis=1)
 
 
-def member_outputs(net: CFRNet, preprocessing: Preprocessing, xw_std: np.ndarray,
+def member_outputs(members: FittedMembers, preprocessing: Preprocessing, xw_std: np.ndarray,
                    e: np.ndarray | None = None) -> np.ndarray:
     """Per-member, per-arm predictions of a stack on the outcome scale: (K, n_arms, n); ``e``
     (n, n_arms): the rows' propensities, which place the outcomes of ``head_form="robinson"``
-    (:func:`~dowhy_cfr.core.network.predict`)."""
-    raw = predict(net, torch.as_tensor(xw_std, dtype=torch.float32),
+    (:func:`~dowhy_cfr.core.network.predict`). ``paired`` members: the mean of each member's
+    two networks."""
+    raw = predict(members.net, torch.as_tensor(xw_std, dtype=torch.float32),
                   e=None if e is None else torch.as_tensor(e, dtype=torch.float32))
-    return preprocessing.outputs(raw.double().cpu().numpy())
+    out = preprocessing.outputs(raw.double().cpu().numpy())
+    k = members.n_models
+    return 0.5 * (out[:k] + out[k:]) if members.paired else out
 
 
 def member_dose_outputs(net: DoseNet, preprocessing: Preprocessing, xw_std: np.ndarray,

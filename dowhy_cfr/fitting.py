@@ -70,7 +70,8 @@ __all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "FitSettings", "FitData", "Traine
            "out_of_fold", "StreamSource", "nuisance_of", "gps_of", "dose_stage", "DOSE_GRID",
            "treatment_kind", "robinson_heads", "with_unit_propensity", "ROBINSON_MAX_ALPHA",
            "warn_robinson_alpha", "auto_head_form", "head_form_plans", "choose_head_forms",
-           "robinson_alpha", "AUTO_HEAD_FORMS", "AUTO_ROBINSON_ALPHA"]
+           "robinson_alpha", "AUTO_HEAD_FORMS", "AUTO_ROBINSON_ALPHA",
+           "AUTO_AVERAGE_WITHIN"]
 
 #: The estimator parameters that are fields of the core's :class:`~dowhy_cfr.core.CFRConfig`
 #: (``loss`` is resolved from the data; ``max_eval_units`` keeps the core's default).
@@ -315,13 +316,14 @@ class Trained:
     config: CFRConfig
     failed: np.ndarray  # (K,) members whose training diverged before any checkpoint
 
-    def subset(self, idx: list, head_form: str | None = None,
-               alpha: float | None = None) -> "Trained":
+    def subset(self, idx: list, head_form=None, alpha: float | None = None) -> "Trained":
         """Only the members ``idx`` (renumbered 0, 1, ...); ``head_form`` ("separate" or
         "robinson") and ``alpha``: the form and penalty they trained with, where a stack of both
-        forms (``head_form="auto"``) trained them (None: the stack's)."""
+        forms (``head_form="auto"``) trained them (None: the stack's); one form per member:
+        both forms kept, as paired members (:meth:`~dowhy_cfr.fitted.FittedMembers.select`;
+        the configuration stays ``"auto"``'s)."""
         config = self.config
-        if head_form is not None:
+        if isinstance(head_form, str):
             config = dataclasses.replace(config, head_form=head_form,
                                          alpha=config.alpha if alpha is None else alpha)
         return Trained(self.members.select(idx, head_form), self.preprocessing.select(idx),
@@ -330,7 +332,7 @@ class Trained:
     def outputs(self, xw: np.ndarray, e: np.ndarray | None = None) -> np.ndarray:
         """Every member's predictions of the raw covariates ``xw``: (K, n_arms, n); ``e`` the
         rows' propensities for ``head_form="robinson"`` (:func:`with_unit_propensity`)."""
-        return member_outputs(self.members.net, self.preprocessing, self.preprocessing.x(xw), e)
+        return member_outputs(self.members, self.preprocessing, self.preprocessing.x(xw), e)
 
 
 @dataclass(frozen=True)
@@ -572,13 +574,24 @@ def robinson_alpha(config: CFRConfig) -> float:
     return min(float(config.alpha), AUTO_ROBINSON_ALPHA)
 
 
+#: ``head_form="auto"`` keeps both forms, each member the average of its two networks, where
+#: their mean fold losses differ by at most this share of the separate heads' (else the form of
+#: the lower loss alone). At 0.05, against the choice alone: held-out heads' sqrt(PEHE) -0.012,
+#: development -0.012, IHDP 1-40 unchanged (there the Robinson form's loss was 10 % to 22-fold
+#: higher on every realization; ``docs/parameters.md``, item 45).
+AUTO_AVERAGE_WITHIN = 0.05
+
+
 def choose_head_forms(trained: Trained, n_groups: int) -> list:
     """``head_form="auto"``: for each of the ``n_groups`` ensembles of a stack of both forms
     (:func:`head_form_plans`; candidate c's ensemble g holds members ``(c * n_groups + g) * E``
-    to ``+ E``), its members of the form whose members had the lower factual loss on their own
-    validation units at their kept step (:meth:`~dowhy_cfr.fitted.FittedMembers.kept_val_loss`;
-    a K-fold member's fold, which neither trained it nor stopped it), as
-    ``(Trained, table)`` pairs: the members in the chosen form, and the candidates' losses."""
+    to ``+ E``), the candidates' mean factual loss on their members' own validation units at
+    their kept step (:meth:`~dowhy_cfr.fitted.FittedMembers.kept_val_loss`; a K-fold member's
+    fold, which neither trained it nor stopped it). Where the two means differ by at most
+    :data:`AUTO_AVERAGE_WITHIN` of the separate heads' the members of both forms are kept, as
+    paired members averaging their two networks (the members of a fold where either form
+    diverged dropped); else those of the form of the lower loss. Returns ``(Trained, table)``
+    pairs: the members kept, and the candidates' losses and weights."""
     e = trained.members.n_models // (len(AUTO_HEAD_FORMS) * n_groups)
     losses = trained.members.kept_val_loss()
     losses[trained.failed] = np.nan
@@ -593,12 +606,20 @@ def choose_head_forms(trained: Trained, n_groups: int) -> list:
         if not np.isfinite(scores[best]):
             raise TrainingDivergedError("the training of both head forms diverged; lower "
                                         "learning_rate or weight_decay, or check the inputs")
-        form = AUTO_HEAD_FORMS[best]
-        chosen = [k for k in idx[best] if not trained.failed[k]]
-        alpha = capped if form == "robinson" else None
+        pairs = [(a, b) for a, b in zip(*idx) if not (trained.failed[a] or trained.failed[b])]
+        if pairs and abs(scores[1] - scores[0]) <= AUTO_AVERAGE_WITHIN * scores[0]:
+            weights = [0.5, 0.5]
+            chosen = [a for a, _ in pairs] + [b for _, b in pairs]
+            kept = trained.subset(chosen, [AUTO_HEAD_FORMS[0]] * len(pairs)
+                                  + [AUTO_HEAD_FORMS[1]] * len(pairs))
+        else:
+            weights = [float(c == best) for c in range(len(scores))]
+            form = AUTO_HEAD_FORMS[best]
+            kept = trained.subset([k for k in idx[best] if not trained.failed[k]], form,
+                                  capped if form == "robinson" else None)
         table = pd.DataFrame({"head_form": AUTO_HEAD_FORMS, "fold_loss": scores,
-                              "selected": [c == best for c in range(len(scores))]})
-        out.append((trained.subset(chosen, form, alpha), table))
+                              "selected": [w > 0 for w in weights], "weight": weights})
+        out.append((kept, table))
     return out
 
 
@@ -923,7 +944,8 @@ def _check_auto_head_form(settings: FitSettings) -> None:
 def _in_form(data: FitData, trained: Trained) -> FitData:
     """``data`` for the members chosen by ``head_form="auto"``: the units' propensities kept
     where they are in Robinson's form (they place its outcomes), dropped for separate heads."""
-    return data if trained.config.head_form == "robinson" else dataclasses.replace(data, e=None)
+    return (data if trained.config.head_form in ("robinson", "auto")
+            else dataclasses.replace(data, e=None))
 
 
 def _warn_clipped(fits: list, min_propensity: float, stacklevel: int) -> None:

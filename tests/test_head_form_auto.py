@@ -114,3 +114,58 @@ def test_three_arms(data):
     assert isinstance(est.head_form_scores_, pd.DataFrame)
     mu = est.predict_outcomes(X[:4])
     np.testing.assert_allclose(mu[2] - mu[0], est.effect(X[:4], T0=0, T1=2), atol=1e-9)
+
+
+FIVE = {**TINY, "n_ensemble": 5}  # K-fold members: the jackknife's intervals
+
+
+@pytest.fixture(scope="module")
+def averaged(data):
+    """The same fit with the forms' fold losses taken as close (every difference within the
+    share): both forms kept, averaged."""
+    from dowhy_cfr import fitting
+
+    X, T, Y = data
+    mp = pytest.MonkeyPatch()
+    mp.setattr(fitting, "AUTO_AVERAGE_WITHIN", 10.0)
+    try:
+        return CFR(**FIVE, head_form="auto", alpha=0.2).fit(Y, T, X=X)
+    finally:
+        mp.undo()
+
+
+def test_close_fold_losses_keep_both_forms_and_average_them(data, averaged):
+    """Within AUTO_AVERAGE_WITHIN each member is the mean of its two networks: the heads'
+    effects are the mean of the two forms' own fits' (the doubly robust shift is linear in the
+    outcomes, so it averages too), the five members keep the K-fold jackknife, and the fit says
+    what it kept."""
+    X, T, Y = data
+    scores = averaged.head_form_scores_
+    assert scores.selected.all() and list(scores.weight) == [0.5, 0.5]
+    assert averaged.head_form_ == "auto"
+    members = averaged.fitted_.members
+    assert members.paired and members.n_models == 5 and members.net.n_models == 10
+    alone = [CFR(**FIVE, head_form=form, alpha=alpha).fit(Y, T, X=X)
+             for form, alpha in (("separate", 0.2), ("robinson", 0.0))]
+    for a, loss in zip(alone, scores.fold_loss):
+        assert np.nanmean(a.fitted_.members.kept_val_loss()) == pytest.approx(loss, rel=1e-3)
+    mean = (alone[0].individual_effect(X) + alone[1].individual_effect(X)) / 2
+    np.testing.assert_allclose(averaged.individual_effect(X), mean, atol=1e-3)
+    # neither form alone: the average differs from each by more than the rounding
+    assert min(np.abs(averaged.individual_effect(X) - a.individual_effect(X)).max()
+               for a in alone) > 1e-2
+    assert averaged.ate() == pytest.approx((alone[0].ate() + alone[1].ate()) / 2, abs=1e-3)
+    lo, hi = averaged.effect_interval(X[:20])
+    assert np.all(lo < hi) and np.isfinite(lo).all()
+    mu = averaged.predict_outcomes(X[:5])
+    np.testing.assert_allclose(mu[1] - mu[0], averaged.individual_effect(X[:5]).ravel(),
+                               atol=1e-9)
+    assert "average of separate heads and Robinson's form" in averaged.summary().as_text()
+
+
+def test_save_and_load_keep_both_forms(averaged, data, tmp_path):
+    X, _, _ = data
+    loaded = CFR.load(averaged.save(tmp_path / "b.cfr"))
+    assert loaded.head_form_ == "auto" and loaded.fitted_.members.paired
+    np.testing.assert_array_equal(loaded.effect(X), averaged.effect(X))
+    np.testing.assert_array_equal(loaded.predict_outcomes(X[:7]), averaged.predict_outcomes(X[:7]))

@@ -60,7 +60,7 @@ def test_effects_are_the_effect_heads_and_levels_use_the_linear_propensity(fitte
     out = fit.outputs(xw)  # (K, 2, n): the same heads at e = 1/2 move both arms alike
     from dowhy_cfr.fitted import member_outputs
 
-    half = member_outputs(fit.members.net, fit.preprocessing, xw, np.full((len(X), 2), 0.5))
+    half = member_outputs(fit.members, fit.preprocessing, xw, np.full((len(X), 2), 0.5))
     np.testing.assert_allclose(out[:, 1] - out[:, 0], half[:, 1] - half[:, 0], atol=1e-5)
     assert np.abs(out[:, 0] - half[:, 0]).max() > 1e-3
     # the doubly robust stage used the units' cross-fitted propensities: the blend's scores

@@ -160,6 +160,9 @@ class CFRNet(nn.Module):
         # Robinson's form: the effect form's heads centred at the units' propensities
         self.robinson = head_form == "robinson" and self.n_arms >= 2
         self.effect_form = head_form == "effect" or self.robinson
+        # a fitted network of both forms (head_form="auto" keeping both): (K,) bool, the models
+        # in Robinson's form, the others separate heads (None: every model in this form)
+        self.robinson_models: torch.Tensor | None = None
         # the L2 multiplier of each arm's head weights: effect_penalty on the effect heads d_a
         self.arm_penalty = [1.0] + [float(effect_penalty) if self.effect_form else 1.0] * (
             self.n_arms - 1)
@@ -256,15 +259,18 @@ class CFRNet(nn.Module):
         propensities ``e`` (K or 1, B, n_arms; None: the mean, ``e_b = 1 / n_arms``).
         ``robinson`` (K,) bool, for a network in Robinson's form only: the models that take it;
         the others' outputs are their heads' own (separate heads; ``head_form="auto"`` trains
-        both forms in one stack)."""
+        both forms in one stack). None: :attr:`robinson_models`, a fitted network's own mask
+        where it holds both forms."""
         if not self.effect_form:
             return h
+        robinson = self.robinson_models if robinson is None else robinson
         d = torch.cat([torch.zeros_like(h[:, :1]), h[:, 1:]], 1)
         if not self.robinson or e is None:
-            return h[:, :1] + d - d.mean(1, keepdim=True)
-        centre = (d * e.transpose(1, 2).to(d.dtype)).sum(1, keepdim=True)
-        out = h[:, :1] + d - centre
-        return out if robinson is None else torch.where(robinson.view(-1, 1, 1), out, h)
+            out = h[:, :1] + d - d.mean(1, keepdim=True)
+        else:
+            out = h[:, :1] + d - (d * e.transpose(1, 2).to(d.dtype)).sum(1, keepdim=True)
+        return out if robinson is None else torch.where(robinson.view(-1, 1, 1).to(h.device),
+                                                        out, h)
 
     def head_params(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The heads' ``(weight, bias)`` per layer, each with axes (K, n_arms, ...)."""
@@ -367,28 +373,38 @@ class CFRNet(nn.Module):
         return torch.as_tensor(self.arm_penalty, dtype=like.dtype, device=like.device)
 
     @torch.no_grad()
-    def select(self, models: Sequence[int], head_form: str | None = None) -> "CFRNet":
+    def select(self, models: Sequence[int], head_form=None) -> "CFRNet":
         """A new ``CFRNet`` holding only the given models (used for save/inspection).
 
         Only those models' parameters are copied: the ``deepcopy`` is handed their new
         parameters in its memo, so that it does not first copy all ``K`` models (selecting each
         member of a 100-model stack used to copy the whole stack 100 times). ``head_form``
-        ("separate" or "robinson"): the form the selected models were trained in, where a stack
-        of both forms (:meth:`_outcomes`' ``robinson``) trained them (None: this network's)."""
+        ("separate" or "robinson"), or one of them per selected model: the form the selected
+        models were trained in, where a stack of both forms (:meth:`_outcomes`' ``robinson``)
+        trained them (None: this network's). Models of both forms make a network that keeps
+        each model's form (:attr:`robinson_models`)."""
         import copy
 
-        if head_form not in (None, "separate", "robinson") or (
-                head_form is not None and self.effect_form and not self.robinson):
+        forms = [head_form] * len(models) if head_form is None or isinstance(head_form, str) \
+            else list(head_form)
+        if len(forms) != len(models) or not (
+                set(forms) <= {None} or set(forms) <= {"separate", "robinson"}) or (
+                forms[0] is not None and self.effect_form and not self.robinson):
             raise ValueError(f"head_form={head_form!r}: a stack of both forms holds 'separate' "
-                             f"or 'robinson' models")
+                             f"or 'robinson' models (one form, or one per selected model)")
         idx = torch.as_tensor(list(models), dtype=torch.long, device=self.rep_weights[0].device)
         memo = {id(p): nn.Parameter(p.detach().index_select(0, idx), requires_grad=p.requires_grad)
                 for p in self.parameters()}
         new = copy.deepcopy(self, memo)
         new.n_models = len(models)
-        if head_form is not None:
-            new.robinson = head_form == "robinson" and new.n_arms >= 2
+        if self.robinson_models is not None:
+            new.robinson_models = self.robinson_models[idx.cpu()]
+        if forms[0] is not None:
+            new.robinson = "robinson" in forms and new.n_arms >= 2
             new.effect_form = new.robinson
+            both = new.robinson and "separate" in forms
+            new.robinson_models = torch.as_tensor([f == "robinson" for f in forms]) if both \
+                else None
         return new
 
 
