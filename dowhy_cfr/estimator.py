@@ -235,7 +235,8 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         One head per arm (the paper), or a mean and an effect head, ``mu = m -+ d/2`` (d's L2 x
         ``effect_penalty``), or at each unit's propensity, ``m + (t - e(x)) d``; "auto": the
         first and the last (without the penalty) in one stack, both kept and averaged where
-        their fold losses are within 5 %, else the lower kept (docs/tuning.md). A dose's head is its own; streams take separate heads.
+        their fold losses are within 5 %, else the lower kept (docs/tuning.md). A dose's head
+        is its own; streams take separate heads.
     learning_rate, lr_decay, lr_decay_steps, lr_warmup : float/"auto", float/"auto", int, int/"auto"
         Adam's learning rate, rising linearly over the first ``lr_warmup`` steps, times
         ``lr_decay`` every ``lr_decay_steps``. All "auto" at batches of up to 100 units: 8e-3

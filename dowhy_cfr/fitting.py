@@ -326,8 +326,11 @@ class Trained:
         if isinstance(head_form, str):
             config = dataclasses.replace(config, head_form=head_form,
                                          alpha=config.alpha if alpha is None else alpha)
-        return Trained(self.members.select(idx, head_form), self.preprocessing.select(idx),
-                       config, self.failed[idx])
+        members = self.members.select(idx, head_form)
+        failed = self.failed[idx]
+        if members.paired:  # a member failed where either of its networks did
+            failed = failed[:members.n_models] | failed[members.n_models:]
+        return Trained(members, self.preprocessing.select(idx), config, failed)
 
     def outputs(self, xw: np.ndarray, e: np.ndarray | None = None) -> np.ndarray:
         """Every member's predictions of the raw covariates ``xw``: (K, n_arms, n); ``e`` the
