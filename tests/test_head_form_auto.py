@@ -169,3 +169,28 @@ def test_save_and_load_keep_both_forms(averaged, data, tmp_path):
     assert loaded.head_form_ == "auto" and loaded.fitted_.members.paired
     np.testing.assert_array_equal(loaded.effect(X), averaged.effect(X))
     np.testing.assert_array_equal(loaded.predict_outcomes(X[:7]), averaged.predict_outcomes(X[:7]))
+
+
+def test_fit_stacked_averages_as_fit_does(data, monkeypatch):
+    """The stacked path keeps both forms per data set as fit does (one fit path), and a paired
+    member's representation is its separate network's, trained and at its start."""
+    from dowhy_cfr import fitting
+
+    monkeypatch.setattr(fitting, "AUTO_AVERAGE_WITHIN", 10.0)
+    X, T, Y = data
+    ys = [Y, Y + 0.5 * T]
+    fits = TARNet(**TINY, head_form="auto").fit_stacked(ys, [T, T], X=X, seeds="fit")
+    for y, fitted in zip(ys, fits):
+        alone = TARNet(**TINY, head_form="auto").fit(y, T, X=X)
+        assert fitted.head_form_ == alone.head_form_ == "auto"
+        np.testing.assert_allclose(fitted.effect(X), alone.effect(X), atol=1e-3)
+    fit = fits[0].fitted_
+    xw = fit.features(X[:50])
+    phi = fit.representation(xw, 0)
+    sep = fit.members.net.select([0], "separate")
+    from dowhy_cfr.core import predict
+    import torch
+
+    _, own = predict(sep, torch.as_tensor(xw, dtype=torch.float32), representation=True)
+    np.testing.assert_allclose(phi, own[0].double().numpy(), atol=1e-6)
+    assert fit.representation(xw, 0, at_init=True).shape == phi.shape
