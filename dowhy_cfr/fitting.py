@@ -551,7 +551,7 @@ def robinson_heads(settings: FitSettings, data: FitData) -> bool:
 def auto_head_form(settings: FitSettings, data: FitData) -> bool:
     """Whether the fit chooses its heads' form (``head_form="auto"``, a categorical treatment):
     both forms train in one stack (:func:`head_form_plans`), and :func:`choose_head_forms`
-    keeps one."""
+    keeps one, or both averaged."""
     return settings.config_params.get("head_form") == "auto" and data.dose is None
 
 
