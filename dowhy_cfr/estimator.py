@@ -232,11 +232,10 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         fast, learned feature selection; ``docs/parameters.md``, item 18). ``PAPER_IHDP`` and
         False give the paper's plain network.
     head_form, effect_penalty : {"separate", "effect", "robinson", "auto"}, float
-        One head per arm (the paper), or a mean and an effect head, ``mu = m -+ d/2`` (d's L2 x
-        ``effect_penalty``), or at each unit's propensity, ``m + (t - e(x)) d``; "auto": the
-        first and the last (without the penalty) in one stack, both kept and averaged where
-        their fold losses are within 5 %, else the lower kept (docs/tuning.md). A dose's head
-        is its own; streams take separate heads.
+        One head per arm (the paper); ``mu = m -+ d/2`` (d's L2 x ``effect_penalty``);
+        ``m + (t - e(x)) d`` at each unit's propensity; "auto": the first and the last (no
+        penalty) in one stack, averaged where their fold losses are within 5 %, else the
+        lower (docs/tuning.md). A dose's head is its own; streams take separate heads.
     learning_rate, lr_decay, lr_decay_steps, lr_warmup : float/"auto", float/"auto", int, int/"auto"
         Adam's learning rate, rising linearly over the first ``lr_warmup`` steps, times
         ``lr_decay`` every ``lr_decay_steps``. All "auto" at batches of up to 100 units: 8e-3
@@ -346,9 +345,8 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         With ``alpha="auto"`` or a list: per candidate, its validation criteria (``nn_pehe``,
         ``r_loss``, ``dr_loss``; mean over members, lower is better) and ``selected``; else None.
     head_form_, head_form_scores_ : str, pandas.DataFrame or None
-        The form used ("separate" or "robinson"; ``"auto"``: both, each member the average of
-        its two networks); with "auto" each form's mean ``fold_loss`` (the members' factual
-        loss on their own folds), ``selected`` and ``weight`` (not saved), else None.
+        The form used (``"auto"``: both, averaged); with "auto" each form's ``fold_loss`` (its
+        members' factual loss on their folds), ``selected``, ``weight`` (not saved); else None.
     model_final_ : list of fitted regressors or None
         The final-stage models, one per treated arm (only when W was given).
     effect_model_ : str
