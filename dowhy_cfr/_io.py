@@ -258,7 +258,7 @@ def _members(state, arrays, config: CFRConfig) -> FittedMembers:
     knots = None if knots is None else tuple(
         None if k is None else (tuple(k[0]), tuple(k[1])) for k in knots)
     return FittedMembers(net, state["seeds"], arrays["best_iteration"], history,
-                         state["n_iter_run"], dose_knots=knots, paired=paired)
+                         state["n_iter_run"], dose_knots=knots)
 
 
 def _levels(arrays) -> LinearPropensity | None:

@@ -96,10 +96,6 @@ class FittedMembers:
     # a dose on the rank scale: each member's own knots ((knots_t, knots_u) per member,
     # member_dose_knots); None: the members share the encoding's scale
     dose_knots: tuple | None = None
-    # head_form="auto" kept both forms: member j is the average of networks j (separate heads)
-    # and K + j (Robinson's), trained on the same units; seeds, best_iteration and history are
-    # the 2K networks', the rows the K members'
-    paired: bool = False
 
     @classmethod
     def from_result(cls, result: TrainResult, seeds, train_rows=None, val_rows=None,
@@ -107,6 +103,14 @@ class FittedMembers:
         return cls(result.net, [int(s) for s in seeds], result.best_step.copy(),
                    history_frame(result.history), int(result.n_steps), train_rows, val_rows,
                    result, stopped_on_others)
+
+    @property
+    def paired(self) -> bool:
+        """Whether ``head_form="auto"`` kept both forms (a network of both,
+        :attr:`~dowhy_cfr.core.CFRNet.robinson_models`): member j is the average of networks j
+        (separate heads) and K + j (Robinson's), trained on the same units; seeds,
+        best_iteration and history are the 2K networks', the rows the K members'."""
+        return self.net.robinson_models is not None
 
     @property
     def n_models(self) -> int:
@@ -154,17 +158,16 @@ class FittedMembers:
         members (``head_form="auto"`` keeping both forms)."""
         if self.paired:
             raise ValueError("members of both head forms cannot be selected again")
-        paired = not (head_form is None or isinstance(head_form, str)) and len(set(head_form)) > 1
-        own = members[:len(members) // 2] if paired else members  # the rows of each member
+        net = self.net.select(members, head_form)
+        own = members[:len(members) // 2] if net.robinson_models is not None else members
         h = self.history[self.history["member"].isin(members)].copy()
         h["member"] = h["member"].map({j: i for i, j in enumerate(members)})
         rows = [None if r is None else r[own].copy() for r in (self.train_rows, self.val_rows)]
         others = None if self.stopped_on_others is None else self.stopped_on_others[own]
         knots = None if self.dose_knots is None else tuple(self.dose_knots[j] for j in members)
-        return FittedMembers(self.net.select(members, head_form),
-                             [self.seeds[j] for j in members],
+        return FittedMembers(net, [self.seeds[j] for j in members],
                              self.best_iteration[members].copy(), h.reset_index(drop=True),
-                             self.n_iter, rows[0], rows[1], None, others, knots, paired)
+                             self.n_iter, rows[0], rows[1], None, others, knots)
 
     def dose_scale(self, encoding: "DoseEncoding", doses) -> np.ndarray:
         """The doses ``doses`` (P,) on every member's scale, the network's input: (K, P) --
