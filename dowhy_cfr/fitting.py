@@ -57,6 +57,7 @@ from .fitted import (BlendStage, DebiasedStage, DoseStage, FinalStage, FittedCFR
                      effects_of, member_dose_outputs, member_outputs, regressions_at, seen_rows)
 from .metrics import SELECTION_CRITERIA, Nuisances, selection_scores
 from .nuisance import (Propensity, aipw_scores, blend_weights, clipped_warning,
+                       weighted_residual_level,
                        cross_fit_dr_learner, cross_fit_gps, cross_fit_outcomes,
                        cross_fit_propensity, held_out_mean, heterogeneity_test,
                        linear_propensity, propensity_candidates, sklearn_seed,
@@ -713,7 +714,9 @@ def debiased_stage(data: FitData, outputs: np.ndarray, members: FittedMembers,
                    propensity: Propensity | None, *, cross_fit: bool,
                    min_propensity: float | None = None) -> DebiasedStage:
     """The fitted units' doubly robust stage: outcome predictions (out-of-fold for cross-fitting
-    members), the propensity (and its clip ``min_propensity``, with the units it clipped), and
+    members; with a propensity, each arm's shifted by its weighted mean residual,
+    :func:`~dowhy_cfr.nuisance.weighted_residual_level`: the AIPW estimator with normalised
+    weights), the propensity (and its clip ``min_propensity``, with the units it clipped), and
     the shift that makes the heads' mean effect the AIPW one (``propensity=None``:
     ``debias=None``, no shift)."""
     mu_plugin = outputs.mean(0).T
@@ -725,6 +728,7 @@ def debiased_stage(data: FitData, outputs: np.ndarray, members: FittedMembers,
     if propensity is None:
         return DebiasedStage(x, data.y, data.arms, mu, mu_plugin, None,
                              np.zeros(data.encoding.n_arms))
+    mu = mu + weighted_residual_level(data.y, data.arms, mu, propensity.e)  # Hajek's weights
     arm_means = aipw_scores(data.y, data.arms, mu, propensity.e).mean(0)  # AIPW E[Y(a)]
     return DebiasedStage(x, data.y, data.arms, mu, mu_plugin, propensity.e,
                          arm_means - mu_plugin.mean(0), propensity.model, propensity.clipped,

@@ -9,7 +9,7 @@ from helpers import TINY, make_confounded
 from dowhy_cfr import CFR
 from dowhy_cfr import debiased
 from dowhy_cfr.debiased import aipw_terms, average_effect
-from dowhy_cfr.nuisance import cross_fit_propensity, folds
+from dowhy_cfr.nuisance import cross_fit_propensity, folds, weighted_residual_level
 from sklearn.linear_model import LinearRegression
 
 # a tiny example: 3 treated and 3 control units, outcome predictions and propensities by hand
@@ -46,6 +46,45 @@ def test_aipw_matches_hand_computation(target):
     exact[np.arange(6), ARMS6] = Y6
     assert average_effect(Y6, ARMS6, exact, E6, target=target).estimate == pytest.approx(
         average_effect(Y6, ARMS6, exact, E6, target=target).plugin)
+
+
+def test_weighted_residual_level_gives_the_normalised_weights_ate_by_hand():
+    """Shifting each arm's predictions by its weighted mean residual makes the AIPW ATE the one
+    with each arm's inverse-propensity weights normalised to mean one (Hajek's form), and the
+    plug-in of the shifted predictions: the weighted residuals sum to zero."""
+    c = weighted_residual_level(Y6, ARMS6, MU6, E6)
+    w = (ARMS6[:, None] == np.arange(2)) / E6
+    by_hand = [MU6[:, a].mean() + np.sum(w[:, a] * (Y6 - MU6[:, a])) / np.sum(w[:, a])
+               for a in (0, 1)]
+    res = average_effect(Y6, ARMS6, MU6 + c, E6)
+    assert res.estimate == pytest.approx(by_hand[1] - by_hand[0], rel=1e-12)
+    assert res.estimate == pytest.approx(res.plugin, rel=1e-12)
+    assert not res.estimate == pytest.approx(average_effect(Y6, ARMS6, MU6, E6).estimate)
+    # an arm no unit received keeps its predictions
+    np.testing.assert_array_equal(weighted_residual_level(Y6, np.zeros(6, int), MU6, E6)[1:], 0)
+
+
+def test_normalised_weights_steady_the_ate_where_weights_are_large():
+    """Propensities down to 0.02 and an outcome model that misses a baseline term (n = 300, 400
+    data sets): with the level shift the absolute error of the ATE falls from 0.54 to 0.40
+    (measured; paired difference -0.138, s.e. 0.011) and the 95 % interval covers 0.945 (plain
+    AIPW 0.975: its larger errors come with larger standard errors). Margins: half the measured
+    gain, and a 3-s.e. coverage band."""
+    rng = np.random.default_rng(11)
+    plain, shifted, covered = [], [], []
+    for _ in range(400):
+        x = rng.normal(size=300)
+        e1 = np.clip(1 / (1 + np.exp(-2.5 * x)), 0.02, 0.98)
+        t = rng.binomial(1, e1)
+        y = x + x**2 + t * (1 + x) + rng.normal(size=300)
+        mu, e = np.column_stack([x, 1 + 2 * x]), np.column_stack([1 - e1, e1])
+        plain.append(abs(average_effect(y, t, mu, e).estimate - 1))
+        res = average_effect(y, t, mu + weighted_residual_level(y, t, mu, e), e)
+        shifted.append(abs(res.estimate - 1))
+        lo, hi = res.interval(0.05)
+        covered.append(lo <= 1 <= hi)
+    assert np.mean(shifted) < np.mean(plain) - 0.07
+    assert 0.92 <= np.mean(covered) <= 0.97
 
 
 def _simple_design(n, rng):
@@ -302,8 +341,10 @@ def test_cross_fit_members_never_see_the_fold_they_predict_for():
     unseen = ~members.seen_mask(300)
     assert unseen.sum(0).min() >= 1
     outs = fitted.outputs(fitted.features(X))  # (K, arms, n)
-    np.testing.assert_allclose(fitted.debiased.mu,
-                               np.einsum("kan,kn->na", outs, unseen) / unseen.sum(0)[:, None])
+    oof = np.einsum("kan,kn->na", outs, unseen) / unseen.sum(0)[:, None]
+    st = fitted.debiased  # each arm's level shifted by its weighted mean residual (Hajek)
+    np.testing.assert_allclose(st.mu, oof + weighted_residual_level(st.y, st.arms, oof, st.e),
+                               rtol=1e-6, atol=1e-6)
     for j, (_, fold) in enumerate(fold_of):
         assert unseen[j, fold].all()
     assert not np.allclose(fitted.debiased.mu, fitted.debiased.mu_plugin)
