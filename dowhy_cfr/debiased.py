@@ -40,7 +40,10 @@ The propensity is cross-fitted by the nuisance layer
 (:func:`dowhy_cfr.nuisance.cross_fit_propensity`): each unit's :math:`\hat e(x_i)` comes from a
 classifier that did not see it, clipped below at ``min_propensity``, as EconML's ``DRLearner``
 does. Whether the outcome predictions :math:`\hat\mu(x_i)` are out-of-fold is the estimator's
-choice (``CFR(cross_fit=...)``; ``docs/debiased.md``).
+choice (``CFR(cross_fit=...)``; ``docs/debiased.md``). The estimator passes them shifted per
+arm by their inverse-propensity-weighted mean residual
+(:func:`dowhy_cfr.nuisance.weighted_residual_level`), which makes the ATE the AIPW estimate
+with normalised (Hajek) weights; the formulas here hold for any predictions.
 
 References
 ----------
