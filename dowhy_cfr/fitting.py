@@ -57,11 +57,10 @@ from .fitted import (BlendStage, DebiasedStage, DoseStage, FinalStage, FittedCFR
                      effects_of, member_dose_outputs, member_outputs, regressions_at, seen_rows)
 from .metrics import SELECTION_CRITERIA, Nuisances, selection_scores
 from .nuisance import (Propensity, aipw_scores, blend_weights, clipped_warning,
-                       weighted_residual_level,
                        cross_fit_dr_learner, cross_fit_gps, cross_fit_outcomes,
                        cross_fit_propensity, held_out_mean, heterogeneity_test,
                        linear_propensity, propensity_candidates, sklearn_seed,
-                       unit_propensities)
+                       unit_propensities, weighted_residual_level)
 from .treatment import TreatmentEncoding, encode_treatment, member_dose_knots
 
 __all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "FitSettings", "FitData", "Trained",
@@ -729,7 +728,8 @@ def debiased_stage(data: FitData, outputs: np.ndarray, members: FittedMembers,
         return DebiasedStage(x, data.y, data.arms, mu, mu_plugin, None,
                              np.zeros(data.encoding.n_arms))
     mu = mu + weighted_residual_level(data.y, data.arms, mu, propensity.e)  # Hajek's weights
-    arm_means = aipw_scores(data.y, data.arms, mu, propensity.e).mean(0)  # AIPW E[Y(a)]
+    # the AIPW E[Y(a)]: with the weighted residuals summing to zero, the mean of the shifted mu
+    arm_means = mu.mean(0)
     return DebiasedStage(x, data.y, data.arms, mu, mu_plugin, propensity.e,
                          arm_means - mu_plugin.mean(0), propensity.model, propensity.clipped,
                          min_propensity)

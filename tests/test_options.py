@@ -114,8 +114,9 @@ class _TruePropensity(ClassifierMixin, BaseEstimator):
 
 def test_model_propensity_is_the_one_used(data):
     """A given classifier replaces the default's selection, and its probabilities (clipped at
-    min_propensity) are the ones in the AIPW average (weights normalised per arm): the ATE computed by hand from the heads'
-    predictions (in-sample, cross_fit=False) and sigmoid(1.5 x0) matches. The network is the
+    min_propensity) are the ones in the AIPW average (weights normalised per arm): the ATE
+    computed by hand from the heads' predictions (in-sample, cross_fit=False) and
+    sigmoid(1.5 x0) matches. The network is the
     default's (the same plug-in); the doubly robust ATE is not."""
     X, T, Y, _ = data
     params = {**TINY, "cross_fit": False}
@@ -129,6 +130,7 @@ def test_model_propensity_is_the_one_used(data):
     e1 = np.clip(1 / (1 + np.exp(-1.5 * X[:, 0])), 0.05, 1)
     e0 = np.clip(1 - 1 / (1 + np.exp(-1.5 * X[:, 0])), 0.05, 1)
     w1, w0 = T / e1, (1 - T) / e0  # each arm's weights normalised (Hajek's form)
-    aipw = np.mean(mu1 - mu0) + np.sum(w1 * (Y - mu1)) / w1.sum() - np.sum(w0 * (Y - mu0)) / w0.sum()
+    aipw = (np.mean(mu1 - mu0) + np.sum(w1 * (Y - mu1)) / w1.sum()
+            - np.sum(w0 * (Y - mu0)) / w0.sum())
     assert given.ate() == pytest.approx(aipw, rel=1e-9)
     assert abs(given.ate() - default.ate()) > 1e-3
