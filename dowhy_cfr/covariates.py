@@ -82,13 +82,12 @@ class Columns:
         if A is None:
             raise ValueError(f"{name} with {n_expected} column(s) is required (it was used at fit)")
         table = _as_table(name, A)
+        got = V.column_names(A)
+        if names_expected is not None and got is not None and got != names_expected:
+            raise ValueError(_columns_differ(name, got, names_expected))
         if table.shape[1] != n_expected:
             raise ValueError(f"{name} has {table.shape[1]} columns but the estimator was fitted "
                              f"with {n_expected}")
-        got = V.column_names(A)
-        if names_expected is not None and got is not None and got != names_expected:
-            raise ValueError(f"{name}'s columns {got} differ from those seen at fit "
-                             f"{names_expected} (names and order must match)")
         arr = V.as_2d_float(name, table) if encoder is None else encoder.transform(table)
         if n_rows is not None and arr.shape[0] != n_rows:
             raise ValueError(f"{name} has {arr.shape[0]} rows, X has {n_rows}; they must match")
@@ -99,6 +98,19 @@ class Columns:
         x = self.block("X", X)
         w = self.block("W", W, None if x is None else x.shape[0])
         return np.hstack([a for a in (x, w) if a is not None])
+
+
+def _columns_differ(name: str, got: list, expected: list) -> str:
+    """The message for a DataFrame whose columns are not the fitted ones: which are missing,
+    which are new, or that only the order differs, and the selection that fixes it."""
+    missing = [c for c in expected if c not in got]
+    extra = [c for c in got if c not in expected]
+    shown = expected if len(expected) <= 12 else expected[:6] + ["..."] + expected[-2:]
+    fix = f"select the {len(expected)} fitted columns in their order, {name}[{shown!r}]"
+    if missing or extra:
+        return (f"{name}'s columns differ from those seen at fit: missing {missing}, unexpected "
+                f"{extra}; {fix}")
+    return f"{name}'s columns are in another order than at fit ({got} vs {expected}); {fix}"
 
 
 class EncodedX:

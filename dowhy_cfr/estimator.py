@@ -453,7 +453,7 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         return V.as_1d("T", T)
 
     # ------------------------------------------------------------------ fit
-    def fit(self, Y, T, *, X, W=None, groups=None, inference="auto"):
+    def fit(self, Y, T, *, X=None, W=None, groups=None, inference="auto"):
         """Train the networks on outcomes ``Y``, treatments ``T`` and covariates ``X`` (and ``W``).
 
         Parameters
@@ -465,6 +465,7 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
             the control; one outcome head per arm).
         X : array_like, shape (n, d_x), or None
             Covariates: confounders and effect modifiers. ``effect(X)`` is a function of these.
+            Keyword-only, default None as in EconML; None needs ``W`` (average effects only).
         W : array_like, shape (n, d_w), optional
             Further confounders the representation sees; CATE is then averaged over W given X by
             ``model_final`` (see the class docstring).

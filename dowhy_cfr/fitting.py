@@ -260,8 +260,8 @@ class FitData:
 def prepare(settings: FitSettings, Y, T, X, W=None, groups=None) -> FitData:
     """Validated and encoded data of a fit (``xw = [X | W]``)."""
     if X is None and W is None:
-        raise ValueError("X is required (W alone is allowed only together with X=None "
-                         "when you want an average effect); pass the covariates as X")
+        raise ValueError("X is required: CFR needs covariates -- pass them as X (confounders "
+                         "and effect modifiers), or as W with X=None for average effects only")
     if np.ndim(Y) == 2 and np.shape(Y)[1] > 1:
         raise ValueError(f"Y must be a single outcome; got {np.shape(Y)[1]} columns. Fit one "
                          f"estimator per outcome.")

@@ -71,6 +71,8 @@ BAD_FIT_INPUTS = [
      r"tpu|device"),
     ("n_ensemble 0", dict(Y=Y0, T=T0, X=X0), {"n_ensemble": 0}, ValueError, r"n_ensemble=0"),
     ("no covariates", dict(Y=Y0, T=T0, X=None), {}, ValueError, r"X is required"),
+    ("no covariates, X left out", dict(Y=Y0, T=T0), {}, ValueError,
+     r"X is required: CFR needs covariates -- pass them as X"),
     ("text Y", dict(Y=np.array(["a"] * 120, dtype=object), T=T0, X=X0), {}, TypeError,
      r"Y must be numeric"),
 ]
@@ -92,8 +94,10 @@ def fitted_df():
 
 
 BAD_PREDICT = [
-    ("fewer columns", lambda X: X.iloc[:, :4], r"has 4 columns but the estimator was fitted with 5"),
-    ("reordered", lambda X: X[list(reversed(X.columns))], r"columns .* differ from those seen"),
+    ("fewer columns", lambda X: X.iloc[:, :4], r"missing \['x4'\], unexpected \[\]; select the 5"),
+    ("fewer columns, an array", lambda X: X.to_numpy()[:, :4],
+     r"has 4 columns but the estimator was fitted with 5"),
+    ("reordered", lambda X: X[list(reversed(X.columns))], r"another order than at fit"),
     ("renamed", lambda X: X.rename(columns={"x0": "age"}), r"differ from those seen at fit"),
     ("NaN", lambda X: X.assign(x0=np.nan), r"'x0'\] have missing values, but had none at fit"),
     ("text", lambda X: X.assign(x0="a"), r"'x0' was numeric at fit but holds non-numeric"),

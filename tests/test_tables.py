@@ -60,8 +60,11 @@ def test_new_rows_need_the_same_columns_and_known_levels(fitted, tmp_path):
     np.testing.assert_array_equal(loaded.effect(df), est.effect(df))
     with pytest.raises(ValueError, match=r"'region' has level\(s\) \['west'\] not seen at fit"):
         est.effect(new.assign(region=pd.Categorical(["west"] * 5)))
-    with pytest.raises(ValueError, match="differ from those seen at fit"):
+    with pytest.raises(ValueError, match=r"another order than at fit .*; select the 5 fitted "
+                                         r"columns in their order, X\[\['age', 'visits'"):
         est.effect(new[list(reversed(df.columns))])
+    with pytest.raises(ValueError, match=r"missing \['plan'\], unexpected \['plan_code'\]"):
+        est.effect(new.rename(columns={"plan": "plan_code"}))
     with pytest.raises(ValueError, match=r"\['age'\] have missing values, but had none at fit"):
         est.effect(new.assign(age=np.nan))
 
