@@ -32,8 +32,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from econml.utilities import Summary
 from scipy.stats import t as student_t
 
+from .covariates import EncodedX
 from .debiased import AverageEffect
 from .inference import CONSTANT_DOSE_EFFECT, flat_doses, jackknife_stderr
 
@@ -206,13 +208,55 @@ class DoseResponseMixin:
         plugin = float(np.diff(stage.plugin([t0, t1]))[0])
         return AverageEffect("ate", plugin, float("nan"), plugin, len(stage.y), "plugin")
 
+    def summary(self, T=None, *, alpha=0.05, value=0, decimals=3, feature_names=None,
+                treatment_names=None, output_names=None):
+        """As for a categorical treatment (one row per average effect); for a continuous one the
+        average dose-response over the fitted units at a few doses, and each dose's contrast
+        with the median dose, as an EconML ``Summary``.
+
+        ``T``: the doses to report (default the 10th, 25th, 50th, 75th and 90th percentiles of
+        the training doses). The first table is the average curve :math:`\hat\theta(t)` with its
+        pointwise ``1 - alpha`` band (:meth:`dose_response`); the second, for every reported
+        dose but the median, the contrast :math:`\hat\theta(t) - \hat\theta(t_{50})` with the
+        interval of ``ate_interval(T0=t50, T1=t)`` and the t-test of ``contrast == value``.
+        """
+        fitted = self._dose_fit()
+        if fitted is None:
+            return super().summary(T, alpha=alpha, value=value, decimals=decimals,
+                                   feature_names=feature_names,
+                                   treatment_names=treatment_names, output_names=output_names)
+        alpha = _check_alpha(alpha)
+        doses, labels = _summary_doses(fitted, T)
+        curve = self.dose_response(t_grid=doses, alpha=alpha)
+        reference = float(fitted.encoding.quantiles[1])
+        rows, stubs = [], []
+        for dose, label in zip(doses, labels):
+            if dose == reference:
+                continue
+            res = self.average_effect("ate", T0=reference, T1=dose,
+                                      debiased=fitted.dose.debiased)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                z = (res.estimate - value) / res.stderr
+            df = getattr(res, "df", np.inf)
+            lo, hi = res.interval(alpha) if np.isfinite(res.stderr) else (np.nan, np.nan)
+            rows.append([res.estimate, res.stderr, z, 2 * student_t.sf(abs(z), df), lo, hi])
+            stubs.append(f"{label} - t50")
+        output = self.cate_output_names(output_names)[0]
+        n = len(fitted.dose.y)
+        smry = Summary()
+        smry.add_table(np.column_stack([curve.estimate, curve.stderr, curve.lower,
+                                        curve.upper]).round(decimals),
+                       ["point_estimate", "stderr", "ci_lower", "ci_upper"], labels,
+                       f"Average dose-response E[{output}(t)] over the {n} fitted units")
+        if rows:
+            smry.add_table(np.array(rows, dtype=float).round(decimals),
+                           ["point_estimate", "stderr", "zstat", "pvalue", "ci_lower",
+                            "ci_upper"], stubs,
+                           f"Contrasts with the median dose t50 = {reference:.4g}")
+        smry.add_extra_txt(_dose_summary_text(fitted, curve, alpha))
+        return smry
+
     # ------------------------------------------------------------------ categorical-only methods
-    def summary(self, *args, **kwargs):
-        if self._dose_fit() is not None:
-            raise ValueError(_CATEGORICAL_ONLY.format(
-                name="summary()", instead="dose_response().to_frame() for the average curve "
-                "with its band, or ate_interval(T0=t0, T1=t1) for a contrast"))
-        return super().summary(*args, **kwargs)
 
     def best_linear_projection(self, *args, **kwargs):
         if self._dose_fit() is not None:
@@ -286,9 +330,49 @@ class DoseResponseMixin:
                                 "local linear fit of the weighted residuals; band: sandwich "
                                 "variance plus the members' jackknife, Student's t", alpha,
                                 res.h)
-        members = fitted.dose_curves(stage.x, grid, grid=True, members=True).mean(1)  # (K, P)
+        members = fitted.dose_curves(EncodedX(stage.x), grid, grid=True,  # already encoded
+                                     members=True).mean(1)  # (K, P)
         return _jackknife_response(grid, stage.plugin(grid), members, "average", alpha,
                                    fitted.folds_as_members, method="plug-in (debias=None)")
+
+
+#: The percentiles of the training doses that ``summary()`` reports by default.
+SUMMARY_PERCENTILES = (10, 25, 50, 75, 90)
+
+
+def _summary_doses(fitted, T) -> tuple[np.ndarray, list[str]]:
+    """The doses of a dose fit's ``summary(T)`` and their row labels (tied percentiles once)."""
+    if T is None:
+        doses = np.percentile(fitted.dose.dose, SUMMARY_PERCENTILES)
+        doses[2] = fitted.encoding.quantiles[1]  # the median the contrasts refer to
+        labels = [f"t = {d:.4g} (p{p})" for d, p in zip(doses, SUMMARY_PERCENTILES)]
+    else:
+        doses = np.asarray(T, dtype=float).ravel()
+        if doses.size == 0 or not np.isfinite(doses).all():
+            raise ValueError(f"summary(T=...): T must hold one or more finite doses; got {T!r}")
+        labels = [f"t = {d:.4g}" for d in doses]
+    fitted.encoding.check_labels(doses)
+    _, first = np.unique(doses, return_index=True)
+    keep = np.sort(first)
+    return doses[keep], [labels[i] for i in keep]
+
+
+def _dose_summary_text(fitted, curve: DoseResponse, alpha: float) -> list[str]:
+    dose = fitted.dose.dose
+    lines = [f"Doses seen at fit: {len(dose)} from {dose.min():.4g} to {dose.max():.4g} "
+             f"(5th-95th percentiles {fitted.encoding.quantiles[0]:.4g}-"
+             f"{fitted.encoding.quantiles[2]:.4g}). Average curve: {curve.method}"
+             + ("" if curve.bandwidth is None else f", bandwidth {curve.bandwidth:.3g}")
+             + f"; pointwise {1 - alpha:.0%} intervals."]
+    if fitted.dose.debiased:
+        lines.append(f"Contrasts: theta(t) - theta(t50), doubly robust, the influence function "
+                     f"and the members' jackknife, Student's t (Satterthwaite's degrees of "
+                     f"freedom); generalised propensity: {fitted.dose.gps_model}. Each unit's "
+                     f"curve: dose_response(X); the whole average curve: dose_response().")
+    else:
+        lines.append("Contrasts: the plug-in, without a standard error (debias=None); refit with "
+                     "debias='aipw' (the default) for their intervals.")
+    return lines
 
 
 def _jackknife_response(grid, estimate, members, kind, alpha, jackknife: bool,

@@ -463,9 +463,8 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         T : array_like, shape (n,) or (n, 1)
             Treatment: two or more labels, taken as categories (the first of ``categories`` is
             the control; one outcome head per arm).
-        X : array_like, shape (n, d_x), or None
+        X : array_like, shape (n, d_x), or None (as in EconML; None needs W: averages only)
             Covariates: confounders and effect modifiers. ``effect(X)`` is a function of these.
-            Keyword-only, default None as in EconML; None needs ``W`` (average effects only).
         W : array_like, shape (n, d_w), optional
             Further confounders the representation sees; CATE is then averaged over W given X by
             ``model_final`` (see the class docstring).

@@ -6,6 +6,7 @@ fails for a network trained one step (``n_iter=1``), which one test checks expli
 import dataclasses
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from scipy.stats import t as student_t
@@ -263,8 +264,6 @@ def test_constant_effect_methods_name_the_dose_methods(tiny_dose):
             call()
     with pytest.raises(ValueError, match="'att'/'atc'"):
         est.average_effect("att", T0=0.0, T1=1.0)
-    with pytest.raises(ValueError, match="continuous"):
-        est.summary()
     with pytest.raises(NotImplementedError, match="inference='bootstrap' is not available"):
         CFR(**TINY).fit(Y, T, X=X, inference="bootstrap")
 
@@ -519,3 +518,35 @@ def test_a_treatment_argument_of_the_wrong_length_is_named(tiny_dose):
         est.effect(X[:5], T0=np.zeros(3), T1=1.0)
     with pytest.raises(ValueError, match=r"T has 2 values for the 4 rows of X"):
         est.marginal_effect(np.zeros(2), X[:4])
+
+
+def test_summary_of_a_dose_fit_is_the_average_curve_and_its_contrasts(fitted_dose):
+    est, (X, T, Y) = fitted_dose
+    smry = est.summary(alpha=0.1)
+    curve_rows, contrast_rows = (np.array(t.data[1:], dtype=object) for t in smry.tables)
+    doses = np.percentile(T, [10, 25, 50, 75, 90])
+    assert len(curve_rows) == 5 and len(contrast_rows) == 4
+    curve = est.dose_response(t_grid=doses, alpha=0.1)
+    np.testing.assert_allclose(np.asarray(curve_rows[:, 1], float), curve.estimate, atol=1e-3)
+    np.testing.assert_allclose(np.asarray(curve_rows[:, 3], float), curve.lower, atol=1e-3)
+    median = est.fitted_.encoding.quantiles[1]
+    lo, hi = est.ate_interval(T0=median, T1=doses[-1], alpha=0.1)
+    last = np.asarray(contrast_rows[-1, 1:], float)
+    assert last[0] == pytest.approx(float(est.ate(T0=median, T1=doses[-1])), abs=1e-3)
+    assert (last[4], last[5]) == pytest.approx((lo, hi), abs=1e-3)
+    assert "p90" in str(contrast_rows[-1, 0]) and "doubly robust" in str(smry)
+    chosen = est.summary(T=[-1.0, 1.0, 1.0])  # a repeated dose is reported once
+    assert [len(t.data) - 1 for t in chosen.tables] == [2, 2]
+    with pytest.raises(ValueError, match="outside the range of the training doses"):
+        est.summary(T=[100.0])
+
+
+def test_plugin_dose_curve_and_summary_on_a_mixed_table():
+    X, T, Y = dose_design(300, seed=5)
+    frame = pd.DataFrame(X[:, :2], columns=["a", "b"]).assign(
+        kind=np.where(X[:, 2] > 0, "high", "low"))
+    est = CFR(**{**TINY, "n_ensemble": 3}, debias=None).fit(Y, T, X=frame)
+    curve = est.dose_response(t_grid=[-1.0, 0.0, 1.0])
+    np.testing.assert_allclose(curve.estimate, est.fitted_.dose.plugin([-1.0, 0.0, 1.0]),
+                               rtol=1e-5)
+    assert np.isfinite(curve.stderr).all() and "plug-in" in str(est.summary())
