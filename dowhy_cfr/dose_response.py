@@ -359,7 +359,8 @@ def _summary_doses(fitted, T) -> tuple[np.ndarray, list[str]]:
 
 def _dose_summary_text(fitted, curve: DoseResponse, alpha: float) -> list[str]:
     dose = fitted.dose.dose
-    lines = [f"Doses seen at fit: {len(dose)} from {dose.min():.4g} to {dose.max():.4g} "
+    lines = [fitted.effect_description(),
+             f"Doses seen at fit: {len(dose)} from {dose.min():.4g} to {dose.max():.4g} "
              f"(5th-95th percentiles {fitted.encoding.quantiles[0]:.4g}-"
              f"{fitted.encoding.quantiles[2]:.4g}). Average curve: {curve.method}"
              + ("" if curve.bandwidth is None else f", bandwidth {curve.bandwidth:.3g}")

@@ -677,6 +677,13 @@ class FittedCFR:
         return f"Heads: separate, the paper's{chosen}." if chosen else ""
 
     def _effect_sentence(self) -> str:
+        if self.continuous:
+            correction = ("" if self.dose is None or not self.dose.debiased else
+                          ", each curve plus the doubly robust correction of the average curve "
+                          "(Kennedy et al. 2017), a function of the dose alone")
+            return (f"Effect model: dose curves. effect(x, t0, t1) = mu(x, t1) - mu(x, t0), "
+                    f"mu(x, t) the dose networks' curve (spline heads on Phi(x)), the members' "
+                    f"mean{correction}; the average curve: dose_response().")
         shifted = ("" if self.debiased is None or self.debiased.e is None else
                    " + c, c making their mean over the fitted units the doubly robust ATE")
         heads = "h1(Phi(x)) - h0(Phi(x))"

@@ -58,6 +58,9 @@ def test_estimate_is_the_doubly_robust_contrast_with_its_interval(dose_setup):
     cate = estimate.cate_estimates.ravel()
     assert cate.shape == (len(df),)
     assert _unit_rmse(cate, df) < 0.85
+    text = str(estimate)  # says what the effect is for a dose, not h1 - h0
+    assert "Effect model: dose curves. effect(x, t0, t1) = mu(x, t1) - mu(x, t0)" in text
+    assert "h1(Phi(x))" not in text
 
 
 def test_one_step_unit_effects_fail():
