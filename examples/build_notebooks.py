@@ -811,6 +811,12 @@ fig.axes[0].legend(fontsize=8)
 print(curve.to_frame().iloc[::7].round(2).to_string(index=False))
 fig"""),
     ("md", """\
+`summary()` reads the same curve at five doses -- the 10th to the 90th percentile of the
+observed changes -- and gives each dose's contrast with the median dose, with its interval and
+t-test (EconML's `Summary`)."""),
+    ("code", """\
+print(cfr.summary())"""),
+    ("md", """\
 ## 3. Refute
 
 The balance refuter asks whether the representation still depends on the dose (distance
