@@ -363,7 +363,8 @@ def _dose_summary_text(fitted, curve: DoseResponse, alpha: float) -> list[str]:
              f"Doses seen at fit: {len(dose)} from {dose.min():.4g} to {dose.max():.4g} "
              f"(5th-95th percentiles {fitted.encoding.quantiles[0]:.4g}-"
              f"{fitted.encoding.quantiles[2]:.4g}). Average curve: {curve.method}"
-             + ("" if curve.bandwidth is None else f", bandwidth {curve.bandwidth:.3g}")
+             + ("" if curve.bandwidth is None else f", bandwidth {curve.bandwidth:.3g} "
+                f"{'in dose units' if fitted.dose.knots_t is None else 'on the rank scale'}")
              + f"; pointwise {1 - alpha:.0%} intervals."]
     if fitted.dose.debiased:
         lines.append(f"Contrasts: theta(t) - theta(t50), doubly robust, the influence function "

@@ -535,6 +535,7 @@ def test_summary_of_a_dose_fit_is_the_average_curve_and_its_contrasts(fitted_dos
     assert last[0] == pytest.approx(float(est.ate(T0=median, T1=doses[-1])), abs=1e-3)
     assert (last[4], last[5]) == pytest.approx((lo, hi), abs=1e-3)
     assert "p90" in str(contrast_rows[-1, 0]) and "doubly robust" in str(smry)
+    assert f"bandwidth {curve.bandwidth:.3g} in dose units" in str(smry)  # the range scale
     chosen = est.summary(T=[-1.0, 1.0, 1.0])  # a repeated dose is reported once
     assert [len(t.data) - 1 for t in chosen.tables] == [2, 2]
     with pytest.raises(ValueError, match="outside the range of the training doses"):
