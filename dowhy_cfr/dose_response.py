@@ -62,7 +62,8 @@ class DoseResponse:
         sandwich or the members' jackknife).
     alpha : float
     bandwidth : float or None
-        The local linear smoother's bandwidth of the doubly robust average curve.
+        The local linear smoother's bandwidth of the doubly robust average curve: in dose
+        units on the range scale, in rank units on the rank scale (``dose_scale``).
     """
 
     t: np.ndarray
