@@ -19,6 +19,29 @@ def plain(v):
     return v.item() if isinstance(v, np.generic) else v
 
 
+#: Values an error message lists before "..." (:func:`shown`).
+SHOWN = 8
+
+
+def shown(values) -> list:
+    """At most :data:`SHOWN` of ``values`` as a list, with "..." where there are more."""
+    values = list(values)
+    return values[:SHOWN] + (["..."] if len(values) > SHOWN else [])
+
+
+def column_mismatch(name: str, got: list, expected: list, fix: str) -> str:
+    """The message for a DataFrame ``name`` whose columns ``got`` are not those seen at fit
+    (``expected``): which are missing and which are new, or that only the order differs, then
+    ``fix``, what to pass instead."""
+    missing = [c for c in expected if c not in got]
+    extra = [c for c in got if c not in expected]
+    if missing or extra:
+        return (f"{name}'s columns differ from those seen at fit: missing {shown(missing)}, "
+                f"unexpected {shown(extra)}; {fix}")
+    return (f"{name}'s columns are in another order than at fit ({shown(got)} vs "
+            f"{shown(expected)}); {fix}")
+
+
 def column_names(a) -> list[str] | None:
     """Column names of a DataFrame (as strings), None otherwise."""
     if isinstance(a, pd.DataFrame):

@@ -84,7 +84,9 @@ class Columns:
         table = _as_table(name, A)
         got = V.column_names(A)
         if names_expected is not None and got is not None and got != names_expected:
-            raise ValueError(_columns_differ(name, got, names_expected))
+            raise ValueError(V.column_mismatch(
+                name, got, names_expected, f"select the {len(names_expected)} fitted columns in "
+                f"their order, {name}[{V.shown(names_expected)!r}]"))
         if table.shape[1] != n_expected:
             raise ValueError(f"{name} has {table.shape[1]} columns but the estimator was fitted "
                              f"with {n_expected}")
@@ -98,19 +100,6 @@ class Columns:
         x = self.block("X", X)
         w = self.block("W", W, None if x is None else x.shape[0])
         return np.hstack([a for a in (x, w) if a is not None])
-
-
-def _columns_differ(name: str, got: list, expected: list) -> str:
-    """The message for a DataFrame whose columns are not the fitted ones: which are missing,
-    which are new, or that only the order differs, and the selection that fixes it."""
-    missing = [c for c in expected if c not in got]
-    extra = [c for c in got if c not in expected]
-    shown = expected if len(expected) <= 12 else expected[:6] + ["..."] + expected[-2:]
-    fix = f"select the {len(expected)} fitted columns in their order, {name}[{shown!r}]"
-    if missing or extra:
-        return (f"{name}'s columns differ from those seen at fit: missing {missing}, unexpected "
-                f"{extra}; {fix}")
-    return f"{name}'s columns are in another order than at fit ({got} vs {expected}); {fix}"
 
 
 class EncodedX:

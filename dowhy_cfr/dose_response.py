@@ -236,11 +236,9 @@ class DoseResponseMixin:
                 continue
             res = self.average_effect("ate", T0=reference, T1=dose,
                                       debiased=fitted.dose.debiased)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                z = (res.estimate - value) / res.stderr
-            df = getattr(res, "df", np.inf)
-            lo, hi = res.interval(alpha) if np.isfinite(res.stderr) else (np.nan, np.nan)
-            rows.append([res.estimate, res.stderr, z, 2 * student_t.sf(abs(z), df), lo, hi])
+            with np.errstate(divide="ignore", invalid="ignore"):  # the plug-in: NaN stderr
+                rows.append([res.estimate, res.stderr, (res.estimate - value) / res.stderr,
+                             res.pvalue(value), *res.interval(alpha)])
             stubs.append(f"{label} - t50")
         output = self.cate_output_names(output_names)[0]
         n = len(fitted.dose.y)
@@ -345,7 +343,8 @@ def _summary_doses(fitted, T) -> tuple[np.ndarray, list[str]]:
     """The doses of a dose fit's ``summary(T)`` and their row labels (tied percentiles once)."""
     if T is None:
         doses = np.percentile(fitted.dose.dose, SUMMARY_PERCENTILES)
-        doses[2] = fitted.encoding.quantiles[1]  # the median the contrasts refer to
+        # the median exactly as the contrasts' reference holds it
+        doses[SUMMARY_PERCENTILES.index(50)] = fitted.encoding.quantiles[1]
         labels = [f"t = {d:.4g} (p{p})" for d, p in zip(doses, SUMMARY_PERCENTILES)]
     else:
         doses = np.asarray(T, dtype=float).ravel()

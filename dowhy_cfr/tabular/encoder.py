@@ -12,19 +12,13 @@ from sklearn.base import BaseEstimator
 from sklearn.impute import SimpleImputer
 from sklearn.preprocessing import OneHotEncoder
 
-from .._validation import as_columns
+from .._validation import as_columns, column_mismatch
+from .._validation import shown as _shown
 from .state import STATE_VERSION, check_state
 
 __all__ = ["TableEncoder", "NUMERIC", "BOOLEAN", "CATEGORICAL"]
 
 NUMERIC, BOOLEAN, CATEGORICAL = "numeric", "bool", "categorical"
-_SHOWN = 8  # values listed in an error message
-
-
-def _shown(values) -> list:
-    values = list(values)
-    return values[:_SHOWN] + (["..."] if len(values) > _SHOWN else [])
-
 
 # ============================================================================ input tables
 def _as_table(X, name: str) -> tuple[pd.DataFrame | np.ndarray, bool]:
@@ -403,16 +397,9 @@ class TableEncoder(BaseEstimator):
         if from_frame:
             got = [str(c) for c in table.columns]
             if got != names:
-                missing = [c for c in names if c not in got]
-                extra = [c for c in got if c not in names]
-                if missing or extra:
-                    raise ValueError(
-                        f"X's columns differ from those seen at fit: missing {_shown(missing)}, "
-                        f"unexpected {_shown(extra)}; pass the fitted columns "
-                        f"{_shown(names)}, e.g. X[list(encoder.feature_names_in_)]")
-                raise ValueError(f"X's columns are in another order than at fit ({_shown(got)} "
-                                 f"vs {_shown(names)}); reorder them, e.g. "
-                                 f"X[list(encoder.feature_names_in_)]")
+                raise ValueError(column_mismatch(
+                    "X", got, names, f"select and reorder them as at fit, {_shown(names)}, "
+                    f"e.g. X[list(encoder.feature_names_in_)]"))
             return table, True
         if table.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {table.shape[1]} columns but the encoder was fitted on "
