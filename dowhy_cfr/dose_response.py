@@ -211,7 +211,7 @@ class DoseResponseMixin:
 
     def summary(self, T=None, *, alpha=0.05, value=0, decimals=3, feature_names=None,
                 treatment_names=None, output_names=None):
-        """As for a categorical treatment (one row per average effect); for a continuous one the
+        r"""As for a categorical treatment (one row per average effect); for a continuous one the
         average dose-response over the fitted units at a few doses, and each dose's contrast
         with the median dose, as an EconML ``Summary``.
 

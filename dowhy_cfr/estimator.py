@@ -256,10 +256,10 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
     patience : int or None
         Stop after this many evaluations (at least 7 epochs) without a better validation
         objective, keeping the best checkpoint. None runs all ``n_iter`` steps.
-    relative_patience, stop_quorum : float, float
+    relative_patience, tol, stop_quorum : float, float, float
         A model stops after ``max(patience * eval_every, 7 epochs, relative_patience *
-        best_step)`` steps without improvement; the members stop together once ``stop_quorum``
-        of them (2 of 5) have, each with its best checkpoint so far (1: each its own stop).
+        best_step)`` steps without a best ``tol`` (relative; 0: any) below the last; members
+        stop together once ``stop_quorum`` (2 of 5) have, each at its best (1: each alone).
     reweight_sample : bool
         Weight units by ``w_i = t_i/(2u) + (1-t_i)/(2(1-u))`` (Algorithm 1, line 2).
     rbf_sigma, wass_lambda, wass_iterations : float, float, int
@@ -391,7 +391,7 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         batch_size=_D.batch_size,
         n_iter=_D.n_iter, val_fraction=_D.val_fraction, eval_every=_D.eval_every,
         patience=_D.patience,
-        relative_patience=_D.relative_patience, stop_quorum=_D.stop_quorum,
+        relative_patience=_D.relative_patience, tol=_D.tol, stop_quorum=_D.stop_quorum,
         reweight_sample=_D.reweight_sample, rbf_sigma=_D.rbf_sigma, wass_lambda=_D.wass_lambda,
         wass_iterations=_D.wass_iterations, wass_backprop=_D.wass_backprop,
         ipm_max_units=_D.ipm_max_units, dose_scale=_D.dose_scale,

@@ -437,24 +437,34 @@ def test_training_is_deterministic():
     assert not torch.equal(predict(a.net, x), predict(c.net, x))
 
 
-@pytest.mark.parametrize("relative_patience", [0.0, 1.0, 0.5])
-def test_early_stopping_keeps_best_checkpoint(relative_patience):
+@pytest.mark.parametrize("relative_patience, tol",
+                         [(0.0, 0.0), (1.0, 0.0), (0.5, 0.0), (0.0, 0.002), (0.5, 0.05)])
+def test_early_stopping_keeps_best_checkpoint(relative_patience, tol):
     x, t, y, tr, va = core_data()
     cfg = CFRConfig(**{**CORE_SMALL, "n_iter": 2000, "eval_every": 10, "patience": 3,
                        "learning_rate": 0.01, "relative_patience": relative_patience,
-                       "alpha": 0.05})
+                       "tol": tol, "alpha": 0.05})
     res = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg, seeds=[0])
     h = res.history
     assert res.n_steps < 2000  # stopped early
     assert res.stopped[0]
-    best = int(np.argmin(h["val_objective"][1:, 0])) + 1  # step 0 is never selected
-    assert h["step"][best] == res.best_step[0]
-    # stops at the first evaluation max(min_wait, relative_patience * best step) steps after the
-    # best one; min_wait: patience * eval_every = 30 steps, or 7 epochs of 140 units in batches
-    # of 32, 31 steps
+    objective = h["val_objective"][:, 0]
+    best = int(np.argmin(objective[1:])) + 1  # step 0 is never selected
+    assert h["step"][best] == res.best_step[0]  # every best is kept, significant or not
+    # the wait counts from the last significant best: one below (1 - tol) times the previous
+    # significant best's objective (with tol = 0 every best)
+    anchor, since = np.inf, 0
+    for step, value in zip(h["step"][1:], objective[1:]):
+        if value < (1 - tol) * anchor:
+            anchor, since = value, int(step)
+    # stops at the first evaluation max(min_wait, relative_patience * that step) steps after
+    # it; min_wait: patience * eval_every = 30 steps, or 7 epochs of 140 units in batches of 32,
+    # 31 steps
     assert cfg.min_wait(len(tr)) == 31
-    wait = max(cfg.min_wait(len(tr)), relative_patience * res.best_step[0])
-    assert h["step"][-1] == res.best_step[0] + int(np.ceil(wait / 10) * 10)
+    wait = max(cfg.min_wait(len(tr)), relative_patience * since)
+    assert h["step"][-1] == since + int(np.ceil(wait / 10) * 10)
+    if tol == 0:
+        assert since == res.best_step[0]
     # the kept network reproduces the best validation objective
     out = predict(res.net, x)[0]
     pred = torch.where(t[va] == 1, out[1, va], out[0, va])
@@ -1206,3 +1216,31 @@ def test_weight_average_on_the_flat_buffer_is_the_per_tensor_average():
     for a, b, p in zip(flat.weights, plain.weights, net.parameters()):
         assert a.shape == p.shape
         torch.testing.assert_close(a, b)
+
+
+def test_tol_stops_a_creeping_model_sooner_and_keeps_its_best():
+    """A best that improves the objective by less than ``tol`` does not reset the wait: with
+    ``tol`` 0.05 the same training stops sooner than with 0, from the same trajectory (the two
+    agree up to the earlier stop), and still keeps its best checkpoint."""
+    x, t, y, tr, va = core_data()
+    runs = {}
+    for tol in (0.0, 0.05):
+        cfg = CFRConfig(**{**CORE_SMALL, "n_iter": 2000, "eval_every": 10, "patience": 3,
+                           "learning_rate": 0.01, "relative_patience": 0.5, "tol": tol,
+                           "alpha": 0.05})
+        runs[tol] = train_cfr(x, t, y, train_idx=tr[None], val_idx=va[None], config=cfg,
+                              seeds=[0])
+    slow, fast = runs[0.0], runs[0.05]
+    assert fast.n_steps < slow.n_steps
+    m = len(fast.history["step"])
+    np.testing.assert_allclose(fast.history["val_objective"], slow.history["val_objective"][:m])
+    assert fast.best_step[0] <= slow.best_step[0]
+    obj = fast.history["val_objective"][1:, 0]
+    assert fast.history["step"][1:][np.argmin(obj)] == fast.best_step[0]
+
+
+def test_tol_is_validated():
+    with pytest.raises(ValueError, match="tol"):
+        CFRConfig(tol=1.0).validate()
+    with pytest.raises(ValueError, match="tol"):
+        CFRConfig(tol=-0.1).validate()

@@ -22,12 +22,16 @@ class Checkpoints:
     """Best validation objective, its step and its parameters, per model (all ``K``).
 
     The stopping rule: model k stops once it has gone ``max(min_wait, relative_patience *
-    best_step[k])`` steps without a new best, with ``min_wait`` from
+    since[k])`` steps since its last *significant* best, with ``min_wait`` from
     :meth:`CFRConfig.min_wait <dowhy_cfr.core.config.CFRConfig.min_wait>` (``patience *
     eval_every`` steps, and at least ``MIN_WAIT_EPOCHS`` passes over the training data). The
     wait grows with the training so far: a model whose best came at step 100 is confirmed by step
     200, one whose best came at step 1000 gets 1000 more steps. ``min_wait=None`` never stops
-    (the best of all evaluations is kept, as in the reference code).
+    (the best of all evaluations is kept, as in the reference code). A best is significant when
+    it is below ``(1 - tol)`` times the objective of the model's previous significant best
+    (scikit-learn's ``tol``): every best is still kept as the checkpoint, but a model whose
+    objective creeps down by less than ``tol`` over a whole wait stops (``tol=0``: every best
+    resets the wait).
 
     The members of one ensemble (``ensembles``: an ensemble label per model; None: every model
     its own) stop together once ``quorum(size)`` of them have stopped by that rule (members
@@ -47,13 +51,16 @@ class Checkpoints:
     """
 
     def __init__(self, net: CFRNet, *, min_wait: int | None, relative_patience: float,
-                 ensembles=None, quorum=None, on_others=None):
+                 tol: float = 0.0, ensembles=None, quorum=None, on_others=None):
         k = net.n_models
         self.store = [p.detach().clone() for p in net.parameters()]  # initial weights until a best
         self.objective = np.full(k, np.inf)
         self.step = np.zeros(k, dtype=int)
+        self.anchor = np.full(k, np.inf)  # the objective at the last significant best
+        self.since = np.zeros(k, dtype=int)  # its step: the wait counts from it
         self.min_wait = min_wait
         self.relative_patience = relative_patience
+        self.tol = float(tol)
         labels = np.arange(k) if ensembles is None else np.asarray(ensembles).reshape(-1)
         if len(labels) != k:
             raise ValueError(f"ensembles has {len(labels)} labels for {k} models")
@@ -84,6 +91,9 @@ class Checkpoints:
             s[models.to(s.device)] = p.detach()[positions.to(p.device)]
         self.objective[live[better]] = objective[better]
         self.step[live[better]] = step
+        significant = better & (objective < (1.0 - self.tol) * self.anchor[live])
+        self.anchor[live[significant]] = objective[significant]
+        self.since[live[significant]] = step
 
     def criterion(self, live: np.ndarray, objective: np.ndarray) -> np.ndarray:
         """What each live model is judged by: its own ``objective``, or (``on_others``) the
@@ -108,8 +118,8 @@ class Checkpoints:
         has reached its quorum of stopped members."""
         if self.min_wait is None:
             return np.zeros(len(live), dtype=bool)
-        wait = np.maximum(self.min_wait, self.relative_patience * self.step[live])
-        done = self.has_best[live] & (step - self.step[live] >= wait)
+        wait = np.maximum(self.min_wait, self.relative_patience * self.since[live])
+        done = self.has_best[live] & (step - self.since[live] >= wait)
         self.finished[live[done]] = True
         counts = np.bincount(self.ensemble, weights=self.finished, minlength=len(self.quorum))
         quorum = self.has_best[live] & (counts >= self.quorum)[self.ensemble[live]]

@@ -397,6 +397,7 @@ class StackedRun:
         n_train = None if train_idx is None else train_idx.shape[-1]
         self.checkpoints = Checkpoints(self.net, min_wait=config.min_wait(n_train),
                                        relative_patience=config.relative_patience,
+                                       tol=config.tol,
                                        ensembles=ensembles, quorum=config.quorum_size,
                                        on_others=stop_on_others)
         self.stopped, self.diverged = np.zeros(k, dtype=bool), np.zeros(k, dtype=bool)
