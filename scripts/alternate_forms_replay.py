@@ -29,17 +29,19 @@ FORMS = {"S": {}, "R": {"head_form": "robinson", "alpha": 0.0}}
 
 
 def member_effects(est, x) -> np.ndarray:
-    """Each member's effect at ``x`` (K, m), with the fit's debiasing shift (a constant)."""
+    """Each member's effect at ``x`` (K, m), with the fit's debiasing shift (the heads' effects
+    of :meth:`~dowhy_cfr.fitted.FittedCFR.unit_effects`, member by member)."""
+    from dowhy_cfr.fitted import effects_of
+
     f = est.fitted_
-    out = np.asarray(f.outputs(f.preprocessing.x(f.columns.block("X", x))))
-    m = out[:, 1] - out[:, 0]
-    return m + np.mean(np.asarray(est.individual_effect(x)).ravel() - m.mean(0))
+    shift = 0.0 if f.debiased is None else f.debiased.shift
+    return np.stack([effects_of(o) + shift for o in f.outputs(f.features(x))])[..., 0]
 
 
 def row(name: str, seed: int, fits: dict, tau: np.ndarray) -> dict:
     """The fold losses and the heads' root PEHE of each combination of the two forms."""
     ms, mr = fits["S"][1], fits["R"][1]
-    odd = np.arange(len(ms))[:, None] % 2 == 1
+    odd = np.arange(len(ms)) % 2 == 1
 
     def pehe(e):
         return float(np.sqrt(np.mean((e - tau) ** 2)))
@@ -48,7 +50,7 @@ def row(name: str, seed: int, fits: dict, tau: np.ndarray) -> dict:
                 loss_S=fits["S"][0].fitted_.members.kept_val_loss().tolist(),
                 loss_R=fits["R"][0].fitted_.members.kept_val_loss().tolist(),
                 S=pehe(ms.mean(0)), R=pehe(mr.mean(0)), paired=pehe(0.5 * (ms + mr).mean(0)),
-                alternate=pehe(0.5 * ms[~odd[:, 0]].mean(0) + 0.5 * mr[odd[:, 0]].mean(0)))
+                alternate=pehe(0.5 * ms[~odd].mean(0) + 0.5 * mr[odd].mean(0)))
 
 
 def realistic(designs: str, seeds: str) -> None:
