@@ -319,12 +319,13 @@ def load(path):
         params["model_final"] = _model_from_spec(state["model_final"])
     if state.get("model_propensity") is not None:
         params["model_propensity"] = _propensity_from_spec(state["model_propensity"])
-    # models saved before feature_scaling / ema_decay / alpha_units / ipm_max_units / dose_scale
-    # existed were trained without them: load them as they were (they refit as they were fitted)
+    # models saved before feature_scaling / ema_decay / alpha_units / ipm_max_units / ipm_every /
+    # dose_scale existed were trained without them: load them as they were (they refit as they
+    # were fitted)
     old = {"feature_scaling": False, "ema_decay": 0.0, "alpha_units": None,
-           "ipm_max_units": None, "dose_scale": "range"}
+           "ipm_max_units": None, "ipm_every": 1, "dose_scale": "range"}
     for name, value in old.items():
-        if name != "alpha_units" or "alpha" in params:  # TARNet has neither
+        if name != "alpha_units" or "alpha" in params:  # TARNet has no alpha_units
             params.setdefault(name, value)
     # the training record: a model saved before lr_warmup existed trained without one (its
     # parameters keep "auto", so that a refit follows today's rule, as for the fast start)

@@ -275,6 +275,11 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         each arm (dose stratum) in proportion; the factual loss uses the whole batch. It binds
         beyond n = 2,500 with the defaults, a fifth off a fit at the same accuracy. None: the
         whole batch (:data:`dowhy_cfr.core.config.IPM_MAX_UNITS`).
+    ipm_every : int, default 2
+        The batch's IPM enters every ``ipm_every``-th training step, weighted ``ipm_every *
+        alpha`` there: the same gradient in expectation for a fraction of the Sinkhorn's cost
+        (:data:`dowhy_cfr.core.config.IPM_EVERY`). 1: every step, as in Algorithm 1. Early
+        stopping's validation objective is Eq. 3 at every check.
     scaling : {"standard", "robust", "quantile"}
         How the encoded covariates are scaled (:class:`dowhy_cfr.tabular.FeatureScaler`): mean
         and standard deviation, RealMLP's robust scaling with smooth clipping, or quantiles.
@@ -394,7 +399,7 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         relative_patience=_D.relative_patience, tol=_D.tol, stop_quorum=_D.stop_quorum,
         reweight_sample=_D.reweight_sample, rbf_sigma=_D.rbf_sigma, wass_lambda=_D.wass_lambda,
         wass_iterations=_D.wass_iterations, wass_backprop=_D.wass_backprop,
-        ipm_max_units=_D.ipm_max_units, dose_scale=_D.dose_scale,
+        ipm_max_units=_D.ipm_max_units, ipm_every=_D.ipm_every, dose_scale=_D.dose_scale,
         scaling=_D.scaling, loss="auto", model_final=None, final_blend=True,
         n_ensemble=_D.n_ensemble, debias="aipw", cross_fit=_D.cross_fit,
         model_propensity=None, min_propensity=0.05, cv=5, categories="auto", treatment="auto",

@@ -108,7 +108,9 @@ def algorithm1(run: "StackedRun", config: CFRConfig) -> int:
     for step in range(1, config.n_iter + 1):
         x, t, y = run.batches.next()  # a mini-batch with every arm present
         phi, pred = run.forward(x, t, y)  # Phi(x_i) and the factual output h_{t_i}(Phi(x_i))
-        terms = run.batch_eq3(phi, pred, t, y)  # Eq. 3: weighted factual loss, IPM, (L2)
+        # Eq. 3: weighted factual loss, IPM (every ipm_every-th step, weighted ipm_every * alpha
+        # there: the same gradient in expectation), (L2)
+        terms = run.batch_eq3(phi, pred, t, y)
         run.optimizer.zero_grad(set_to_none=True)
         terms.objective.sum().backward()  # each model's gradient of its own Eq. 3 ...
         run.add_l2_gradient()  # ... whose L2 term's gradient lambda * W is added directly
@@ -402,7 +404,8 @@ class StackedRun:
                                        on_others=stop_on_others)
         self.stopped, self.diverged = np.zeros(k, dtype=bool), np.zeros(k, dtype=bool)
         self.running = torch.zeros(2, k, dtype=x.dtype, device=device)  # sums of risk, IPM
-        self.n_running = 0
+        self.n_running = self.n_running_ipm = 0  # the steps in them (the IPM's: ipm_due)
+        self.n_steps = 0  # training steps done
         self.history = {key: [] for key in ("step", *_HISTORY_KEYS, "learning_rate")}
         self.report = None
         self.evaluator = _Inline()  # where evaluations run (train_cfr: _evaluator)
@@ -484,21 +487,30 @@ class StackedRun:
         target = self.arm_shares if not self.config.reweight_sample else 1.0 / n_arms
         return counts / (counts.sum(1, keepdim=True) * n_arms * target)
 
+    @property
+    def ipm_due(self) -> bool:
+        """Whether the step in progress puts the batch's IPM into Eq. 3: steps 1, 1 + k,
+        1 + 2k, ... for ``k = ipm_every`` (every step with 1)."""
+        return self.use_ipm and self.n_steps % self.config.ipm_every == 0
+
     def batch_eq3(self, phi, pred, t, y) -> Eq3Terms:
+        """Eq. 3 on a training batch. The IPM enters on the steps :attr:`ipm_due` names, at
+        ``ipm_every * alpha`` (one in k steps at k times the weight: the same expected
+        gradient, for a k-th of the Sinkhorn's cost); the other steps' imbalance is 0."""
         risk = (sample_weights(t, self.batch_shares)
                 * factual_loss(pred, y, self.config.loss)).sum(1) / t.shape[1]
-        if self.use_ipm and self.ipm_models is not None:
+        if not self.ipm_due:
+            return eq3(risk, torch.zeros_like(risk), None, self.alpha, self.wd)
+        if self.ipm_models is not None:
             imb = torch.zeros_like(risk).index_copy(0, self.ipm_models, self.ipm_groups.apply(
                 phi.index_select(0, self.ipm_models), self._block_imbalance))
-        elif self.use_ipm and self.groups is not None:
+        elif self.groups is not None:
             imb = self.groups.apply(phi, self._block_imbalance)
-        elif self.use_ipm:
+        else:
             phi_i, t_i = (phi, t) if self.gather_ipm is None else self.gather_ipm(phi, t)
             imb = arm_imbalance(phi_i, t_i, self.n_arms, self.ipm_kw)
-        else:
-            imb = torch.zeros_like(risk)
         # the L2 term enters through its gradient (add_l2_gradient), not through the value
-        return eq3(risk, imb, None, self.alpha, self.wd)
+        return eq3(risk, imb, None, self.alpha * self.config.ipm_every, self.wd)
 
     def add_l2_gradient(self) -> None:
         """Eq. 3's ``lambda * R(h)`` in the training step: ``lambda_k * W`` added to the
@@ -549,10 +561,16 @@ class StackedRun:
         if step % self.config.lr_decay_steps == 0:  # staircase decay (cfrnet lrate_decay)
             self.scheduled_lr *= self.config.lr_decay
         self._set_lr(step + 1)  # a linear warm-up first (CFRConfig.lr_warmup)
-        self.running += torch.stack([terms.risk.detach(), terms.imbalance.detach()])
+        # the running means: the risk over every step, the IPM over the steps that computed it
+        ipm_step = self.ipm_due
+        self.running[0] += terms.risk.detach()
+        if ipm_step:
+            self.running[1] += terms.imbalance.detach()
         if self.ema is not None:
             self.ema.update(self.net, step)
         self.n_running += 1
+        self.n_running_ipm += ipm_step
+        self.n_steps += 1
 
     def validate(self, step: int) -> bool:
         """Evaluate Eq. 3 on the validation split at ``step``, and conclude the evaluation before
@@ -575,14 +593,19 @@ class StackedRun:
     def _launch(self, step: int) -> "_Evaluation":
         """Start evaluating the live models' weights of ``step``; the training terms' running
         means and the learning rate are taken now."""
-        train = (self.running / self.n_running).cpu().numpy() if self.n_running else \
-            np.full((2, len(self.live)), np.nan)
+        counts = torch.tensor([[self.n_running], [self.n_running_ipm]], dtype=self.running.dtype,
+                              device=self.running.device)
+        train = (self.running / counts).cpu().numpy()  # 0/0: NaN, no such step since the last
+        if not self.use_ipm:
+            train[1] = 0.0  # no model of the stack penalised (TARNet): no imbalance
+        ipm_steps = self.n_running_ipm if self.use_ipm else self.n_running
         self.running.zero_()
-        self.n_running = 0
+        self.n_running = self.n_running_ipm = 0
         net = _snapshot(self.net)
         if self.ema is not None and step > 0:  # step 0: the initial weights, its average
             self.ema.copy_to(net)
-        return _Evaluation(step, net, train, float(self.optimizer.param_groups[0]["lr"]),
+        return _Evaluation(step, net, train, ipm_steps,
+                           float(self.optimizer.param_groups[0]["lr"]),
                            self.evaluator.submit(self.validation_eq3, net))
 
     def _conclude(self) -> bool:
@@ -597,7 +620,9 @@ class StackedRun:
             return True
         objective = terms.objective.cpu().numpy()
         self.checkpoints.update(evaluation.net, self.live, objective, step)
-        finite = np.isfinite(objective) & np.isfinite(evaluation.train).all(0)
+        train_risk, train_ipm = evaluation.train
+        finite = (np.isfinite(objective) & np.isfinite(train_risk)
+                  & (np.isfinite(train_ipm) | (evaluation.ipm_steps == 0)))
         if not finite.all():
             self._diverge(self.live[~finite], step)
         waited = self.checkpoints.waited_enough(self.live, step) & finite
@@ -802,6 +827,7 @@ class _Evaluation:
     step: int
     net: CFRNet
     train: np.ndarray  # (2, K_live) running means of the training risk and IPM
+    ipm_steps: int  # the steps in the IPM's mean (0: none since the last evaluation, NaN)
     learning_rate: float
     terms: Future  # of Eq3Terms
 
