@@ -676,6 +676,67 @@ def test_the_batch_ipm_uses_at_most_ipm_max_units():
     assert np.isfinite(capped).all()
 
 
+def test_ipm_every_k_puts_the_ipm_in_every_kth_step_at_k_times_alpha(monkeypatch):
+    """Algorithm 1 with ``ipm_every=k``: the batch's IPM is computed on steps 1, 1 + k, ... only,
+    and enters Eq. 3 there with weight ``k * alpha``; the other steps' objective is the factual
+    loss alone. The validation objective keeps ``alpha`` at every check, and the recorded
+    training IPM is the mean over the steps that computed it (not diluted by the others)."""
+    from dowhy_cfr.core import training
+
+    x, t, y, tr, va = core_data()
+    kw = dict(train_idx=tr[None], val_idx=va[None], seeds=[0])
+    calls = []
+
+    def spy(risk, imb, penalty, alpha, weight_decay):
+        if penalty is None:  # a training step (validation passes the L2 value)
+            calls.append((float(alpha[0]), bool((imb != 0).all())))
+        return eq3(risk, imb, penalty, alpha, weight_decay)
+
+    eq3 = training.eq3
+    monkeypatch.setattr(training, "eq3", spy)
+    base = {**CORE_SMALL, "alpha": 0.5, "n_iter": 40, "eval_every": 10, "patience": None,
+            "weight_decay": 0.0}
+    for k in (1, 2, 3):
+        calls.clear()
+        res = train_cfr(x, t, y, config=CFRConfig(**base, ipm_every=k), **kw)
+        assert len(calls) == 40
+        for step, (alpha, with_ipm) in enumerate(calls, start=1):
+            due = (step - 1) % k == 0
+            assert with_ipm is due, (k, step)
+            if due:
+                assert alpha == pytest.approx(0.5 * k)
+        train_ipm = np.asarray(res.history["train_imbalance"])[1:, 0]
+        assert np.isfinite(train_ipm).all() and (train_ipm > 0.01).all()
+        val = np.asarray(res.history["val_objective"])[:, 0]
+        val_eq3 = (np.asarray(res.history["val_loss"])[:, 0]
+                   + 0.5 * np.asarray(res.history["val_imbalance"])[:, 0])
+        np.testing.assert_allclose(val, val_eq3, rtol=1e-6)  # alpha, not k * alpha
+
+
+def test_ipm_every_one_is_algorithm_1_and_tarnet_is_unaffected():
+    """``ipm_every=1`` (``PAPER_IHDP``'s) is the IPM in every step; without a penalty
+    (``alpha=0``) the setting changes nothing, to the bit, and the training IPM reads 0."""
+    x, t, y, tr, va = core_data()
+    kw = dict(train_idx=tr[None], val_idx=va[None], seeds=[0])
+    assert PAPER_IHDP["ipm_every"] == 1 and CFRConfig().ipm_every == 1
+    base = {**CORE_SMALL, "n_iter": 60, "eval_every": 10}
+    runs = {(a, k): train_cfr(x, t, y, config=CFRConfig(**base, alpha=a, ipm_every=k), **kw)
+            for a in (0.0, 1.0) for k in (1, 2)}
+    tarnet = [np.asarray(runs[(0.0, k)].history["val_objective"]) for k in (1, 2)]
+    np.testing.assert_array_equal(*tarnet)
+    np.testing.assert_array_equal(np.asarray(runs[(0.0, 2)].history["train_imbalance"])[1:], 0.0)
+    assert not runs[(0.0, 2)].diverged.any()
+    cfr = [np.asarray(runs[(1.0, k)].history["val_objective"]) for k in (1, 2)]
+    assert not np.allclose(cfr[0][1:], cfr[1][1:])
+
+
+def test_bad_ipm_every_is_a_clear_error():
+    with pytest.raises(ValueError, match="ipm_every=0 is invalid: give a positive integer"):
+        CFRConfig(ipm_every=0).validate()
+    with pytest.raises(TypeError, match="ipm_every must be an integer"):
+        CFRConfig(ipm_every=1.5).validate()
+
+
 def test_bad_ipm_max_units_is_a_clear_error():
     with pytest.raises(ValueError, match="ipm_max_units=1 is invalid: the IPM needs"):
         CFRConfig(ipm_max_units=1).validate()

@@ -98,6 +98,8 @@ def algorithm1(run: "StackedRun", config: CFRConfig) -> int:
             factual loss   1/m sum_j w_j L(h_{t_j}(Phi(x_j)), y_j)
             imbalance      IPM({Phi(x_j)}_{t_j=0}, {Phi(x_j)}_{t_j=1})
             objective      factual loss + alpha * imbalance + lambda * R(h)      (Eq. 3)
+              (ours: with ipm_every = k > 1 the imbalance enters one step in k, at k * alpha:
+              the same gradient in expectation, a k-th of the Sinkhorn's cost)
             one Adam step on the weights of Phi and of the heads h_0, h_1
               (R's gradient, lambda * W, is added to the gradients after backward())
         converged: early stopping on the validation objective (``StackedRun.validate``)
