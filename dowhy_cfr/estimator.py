@@ -275,11 +275,10 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         each arm (dose stratum) in proportion; the factual loss uses the whole batch. It binds
         beyond n = 2,500 with the defaults, a fifth off a fit at the same accuracy. None: the
         whole batch (:data:`dowhy_cfr.core.config.IPM_MAX_UNITS`).
-    ipm_every : int, default 1
-        The batch's IPM enters every ``ipm_every``-th training step, weighted ``ipm_every *
-        alpha`` there: the same gradient in expectation for a fraction of the Sinkhorn's cost
-        (2: 7-24 % off a fit on the benchmarks, at the same accuracy on the realistic designs and
-        IHDP but worse on a design with a near-linear plateau early in training;
+    ipm_every : int, default 2
+        After the first 200 steps, the batch's IPM enters every ``ipm_every``-th training step,
+        weighted ``ipm_every * alpha`` there: the same gradient in expectation for a fraction
+        of the Sinkhorn's cost (2: a tenth off a fit at the same accuracy;
         :data:`dowhy_cfr.core.config.IPM_EVERY`). 1: every step, as in Algorithm 1. Early
         stopping's validation objective is Eq. 3 at every check.
     scaling : {"standard", "robust", "quantile"}

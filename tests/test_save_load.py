@@ -169,12 +169,13 @@ def test_a_model_saved_before_feature_scaling_loads_as_it_was(tmp_path):
     ("ema_decay", 0.99, 0.0),  # trained on the last iterate
     ("alpha_units", 1200, None),  # trained with one alpha at any size
     ("ipm_max_units", 200, None),  # trained with the IPM on the whole batch
+    ("ipm_every", 2, 1),  # trained with the IPM in every step
 ])
 def test_a_model_saved_before_an_option_loads_as_it_was_trained(tmp_path, option, default,
                                                                  before):
-    """Files written before ``ema_decay``, ``alpha_units`` or ``ipm_max_units`` existed were
-    trained without them: they load with the value they were trained with (a refit trains as
-    they were trained) and predict as saved."""
+    """Files written before ``ema_decay``, ``alpha_units``, ``ipm_max_units`` or ``ipm_every``
+    existed were trained without them: they load with the value they were trained with (a refit
+    trains as they were trained) and predict as saved."""
     X, T, Y, _ = make_confounded(n=150)
     est = CFR(**TINY).fit(Y, T, X=X)
 

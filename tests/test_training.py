@@ -677,10 +677,11 @@ def test_the_batch_ipm_uses_at_most_ipm_max_units():
 
 
 def test_ipm_every_k_puts_the_ipm_in_every_kth_step_at_k_times_alpha(monkeypatch):
-    """Algorithm 1 with ``ipm_every=k``: the batch's IPM is computed on steps 1, 1 + k, ... only,
-    and enters Eq. 3 there with weight ``k * alpha``; the other steps' objective is the factual
-    loss alone. The validation objective keeps ``alpha`` at every check, and the recorded
-    training IPM is the mean over the steps that computed it (not diluted by the others)."""
+    """Algorithm 1 with ``ipm_every=k``: the batch's IPM in each of the first
+    ``IPM_EVERY_FROM`` steps at ``alpha`` (here 10), then on every k-th step only, at ``k *
+    alpha``; the other steps' objective is the factual loss alone. The validation objective
+    keeps ``alpha`` at every check, and the recorded training IPM is the mean over the steps
+    that computed it (not diluted by the others)."""
     from dowhy_cfr.core import training
 
     x, t, y, tr, va = core_data()
@@ -694,6 +695,7 @@ def test_ipm_every_k_puts_the_ipm_in_every_kth_step_at_k_times_alpha(monkeypatch
 
     eq3 = training.eq3
     monkeypatch.setattr(training, "eq3", spy)
+    monkeypatch.setattr(training, "IPM_EVERY_FROM", 10)
     base = {**CORE_SMALL, "alpha": 0.5, "n_iter": 40, "eval_every": 10, "patience": None,
             "weight_decay": 0.0}
     for k in (1, 2, 3):
@@ -701,10 +703,10 @@ def test_ipm_every_k_puts_the_ipm_in_every_kth_step_at_k_times_alpha(monkeypatch
         res = train_cfr(x, t, y, config=CFRConfig(**base, ipm_every=k), **kw)
         assert len(calls) == 40
         for step, (alpha, with_ipm) in enumerate(calls, start=1):
-            due = (step - 1) % k == 0
+            due = step <= 10 or (step - 11) % k == 0
             assert with_ipm is due, (k, step)
             if due:
-                assert alpha == pytest.approx(0.5 * k)
+                assert alpha == pytest.approx(0.5 * (k if step > 10 else 1))
         train_ipm = np.asarray(res.history["train_imbalance"])[1:, 0]
         assert np.isfinite(train_ipm).all() and (train_ipm > 0.01).all()
         val = np.asarray(res.history["val_objective"])[:, 0]
@@ -713,21 +715,32 @@ def test_ipm_every_k_puts_the_ipm_in_every_kth_step_at_k_times_alpha(monkeypatch
         np.testing.assert_allclose(val, val_eq3, rtol=1e-6)  # alpha, not k * alpha
 
 
-def test_ipm_every_one_is_algorithm_1_and_tarnet_is_unaffected():
-    """``ipm_every=1`` (``PAPER_IHDP``'s) is the IPM in every step; without a penalty
-    (``alpha=0``) the setting changes nothing, to the bit, and the training IPM reads 0."""
+def test_ipm_every_skips_steps_only_after_the_start_and_leaves_tarnet_alone():
+    """The first ``IPM_EVERY_FROM`` (200) steps are Algorithm 1's whatever ``ipm_every``: a fit
+    that ends by then trains to the bit as with 1 (``PAPER_IHDP``'s); one that runs on trains
+    otherwise. Without a penalty (``alpha=0``) the setting changes nothing and the training IPM
+    reads 0."""
+    from dowhy_cfr.core.config import IPM_EVERY_FROM
+
     x, t, y, tr, va = core_data()
     kw = dict(train_idx=tr[None], val_idx=va[None], seeds=[0])
-    assert PAPER_IHDP["ipm_every"] == 1 and CFRConfig().ipm_every == 1
-    base = {**CORE_SMALL, "n_iter": 60, "eval_every": 10}
-    runs = {(a, k): train_cfr(x, t, y, config=CFRConfig(**base, alpha=a, ipm_every=k), **kw)
-            for a in (0.0, 1.0) for k in (1, 2)}
-    tarnet = [np.asarray(runs[(0.0, k)].history["val_objective"]) for k in (1, 2)]
-    np.testing.assert_array_equal(*tarnet)
-    np.testing.assert_array_equal(np.asarray(runs[(0.0, 2)].history["train_imbalance"])[1:], 0.0)
-    assert not runs[(0.0, 2)].diverged.any()
-    cfr = [np.asarray(runs[(1.0, k)].history["val_objective"]) for k in (1, 2)]
-    assert not np.allclose(cfr[0][1:], cfr[1][1:])
+    assert PAPER_IHDP["ipm_every"] == 1 and CFRConfig().ipm_every == 2 and IPM_EVERY_FROM == 200
+
+    def history(n_iter, alpha, k):
+        cfg = CFRConfig(**{**CORE_SMALL, "n_iter": n_iter, "eval_every": 20, "patience": None,
+                           "alpha": alpha, "ipm_every": k})
+        res = train_cfr(x, t, y, config=cfg, **kw)
+        assert not res.diverged.any()
+        return res.history
+
+    start = [np.asarray(history(200, 1.0, k)["val_objective"]) for k in (1, 2)]
+    np.testing.assert_array_equal(*start)
+    later = [np.asarray(history(300, 1.0, k)["val_objective"]) for k in (1, 2)]
+    np.testing.assert_array_equal(later[0][:11], later[1][:11])  # steps 0-200
+    assert not np.allclose(later[0][11:], later[1][11:])
+    tarnet = [history(300, 0.0, k) for k in (1, 2)]
+    np.testing.assert_array_equal(*(np.asarray(h["val_objective"]) for h in tarnet))
+    np.testing.assert_array_equal(np.asarray(tarnet[1]["train_imbalance"])[1:], 0.0)
 
 
 def test_bad_ipm_every_is_a_clear_error():

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from .batches import InMemoryBatches, StreamBatches, arm_counts
-from .config import LOSSES, CFRConfig
+from .config import IPM_EVERY_FROM, LOSSES, CFRConfig
 from .dose import DoseNet, bspline_basis, interval_imbalance, interval_imbalance_blocks
 from .groups import arm_count_groups
 from .network import CFRNet, predict
@@ -98,8 +98,9 @@ def algorithm1(run: "StackedRun", config: CFRConfig) -> int:
             factual loss   1/m sum_j w_j L(h_{t_j}(Phi(x_j)), y_j)
             imbalance      IPM({Phi(x_j)}_{t_j=0}, {Phi(x_j)}_{t_j=1})
             objective      factual loss + alpha * imbalance + lambda * R(h)      (Eq. 3)
-              (ours: with ipm_every = k > 1 the imbalance enters one step in k, at k * alpha:
-              the same gradient in expectation, a k-th of the Sinkhorn's cost)
+              (ours: with ipm_every = k > 1 the imbalance enters one step in k after the first
+              IPM_EVERY_FROM steps, at k * alpha: the same gradient in expectation, a k-th of
+              the Sinkhorn's cost)
             one Adam step on the weights of Phi and of the heads h_0, h_1
               (R's gradient, lambda * W, is added to the gradients after backward())
         converged: early stopping on the validation objective (``StackedRun.validate``)
@@ -110,8 +111,8 @@ def algorithm1(run: "StackedRun", config: CFRConfig) -> int:
     for step in range(1, config.n_iter + 1):
         x, t, y = run.batches.next()  # a mini-batch with every arm present
         phi, pred = run.forward(x, t, y)  # Phi(x_i) and the factual output h_{t_i}(Phi(x_i))
-        # Eq. 3: weighted factual loss, IPM (every ipm_every-th step, weighted ipm_every * alpha
-        # there: the same gradient in expectation), (L2)
+        # Eq. 3: weighted factual loss, IPM (after the first IPM_EVERY_FROM steps every
+        # ipm_every-th step, weighted ipm_every * alpha there: the same expected gradient), (L2)
         terms = run.batch_eq3(phi, pred, t, y)
         run.optimizer.zero_grad(set_to_none=True)
         terms.objective.sum().backward()  # each model's gradient of its own Eq. 3 ...
@@ -491,13 +492,20 @@ class StackedRun:
 
     @property
     def ipm_due(self) -> bool:
-        """Whether the step in progress puts the batch's IPM into Eq. 3: steps 1, 1 + k,
-        1 + 2k, ... for ``k = ipm_every`` (every step with 1)."""
-        return self.use_ipm and self.n_steps % self.config.ipm_every == 0
+        """Whether the step in progress puts the batch's IPM into Eq. 3: every one of the first
+        ``IPM_EVERY_FROM`` steps, then one in ``k = ipm_every`` (every step with 1)."""
+        done = self.n_steps - IPM_EVERY_FROM
+        return self.use_ipm and (done < 0 or done % self.config.ipm_every == 0)
+
+    @property
+    def ipm_weight(self) -> int:
+        """The IPM's weight relative to ``alpha`` on a step that computes it: ``ipm_every`` once
+        the IPM skips steps (the same expected gradient as Eq. 3's), else 1."""
+        return self.config.ipm_every if self.n_steps >= IPM_EVERY_FROM else 1
 
     def batch_eq3(self, phi, pred, t, y) -> Eq3Terms:
         """Eq. 3 on a training batch. The IPM enters on the steps :attr:`ipm_due` names, at
-        ``ipm_every * alpha`` (one in k steps at k times the weight: the same expected
+        ``ipm_weight * alpha`` (one in k steps at k times the weight: the same expected
         gradient, for a k-th of the Sinkhorn's cost); the other steps' imbalance is 0."""
         risk = (sample_weights(t, self.batch_shares)
                 * factual_loss(pred, y, self.config.loss)).sum(1) / t.shape[1]
@@ -512,7 +520,7 @@ class StackedRun:
             phi_i, t_i = (phi, t) if self.gather_ipm is None else self.gather_ipm(phi, t)
             imb = arm_imbalance(phi_i, t_i, self.n_arms, self.ipm_kw)
         # the L2 term enters through its gradient (add_l2_gradient), not through the value
-        return eq3(risk, imb, None, self.alpha * self.config.ipm_every, self.wd)
+        return eq3(risk, imb, None, self.alpha * self.ipm_weight, self.wd)
 
     def add_l2_gradient(self) -> None:
         """Eq. 3's ``lambda * R(h)`` in the training step: ``lambda_k * W`` added to the
