@@ -199,9 +199,9 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
     alpha : float, "auto" or list of float, default 0.2
         Weight of the imbalance penalty (alpha of Eq. 3); ``alpha=0`` is TARNet. The factual loss
         is computed on the standardised outcome, so ``alpha`` does not depend on the units of Y.
-        The paper's alpha = 0.3 on raw IHDP outcomes (variance about 4) is roughly 0.075 here.
-        The default was chosen by measurement on IHDP, the simulated and the realistic designs
-        together (``docs/parameters.md``). ``"auto"`` (or a list) selects from
+        The paper's alpha = 0.3 on raw IHDP outcomes (variance about 4) is roughly 0.075 here;
+        the default was measured on IHDP, the simulated and the realistic designs together
+        (``docs/parameters.md``). ``"auto"`` (or a list) selects from
         :data:`dowhy_cfr.core.ALPHA_GRID` (the list) in one stack by the validation R-loss
         (``alpha_``, ``alpha_scores_``). Binary treatments only.
     alpha_units : int or None, default 1200
@@ -270,17 +270,11 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         with the transport plan held fixed (False, the supplement's Algorithm 2: about 40 % less
         time on batches of 400). "auto": True below batches of 200 units (n = 2,500 with the
         five K-fold members; :data:`dowhy_cfr.core.config.AUTO_PLAN_FIXED_FROM`).
-    ipm_max_units : int or None, default 200
-        The IPM of a training batch uses at most this many of its units, a random subset with
-        each arm (dose stratum) in proportion; the factual loss uses the whole batch. It binds
-        beyond n = 2,500 with the defaults, a fifth off a fit at the same accuracy. None: the
-        whole batch (:data:`dowhy_cfr.core.config.IPM_MAX_UNITS`).
-    ipm_every : int, default 2
-        After the first 200 steps, the batch's IPM enters every ``ipm_every``-th training step,
-        weighted ``ipm_every * alpha`` there: the same gradient in expectation for a fraction
-        of the Sinkhorn's cost (2: a tenth off a fit at the same accuracy;
-        :data:`dowhy_cfr.core.config.IPM_EVERY`). 1: every step, as in Algorithm 1. Early
-        stopping's validation objective is Eq. 3 at every check.
+    ipm_max_units, ipm_every : int or None, int; default 200, 2
+        A training batch's IPM uses at most ``ipm_max_units`` of its units (each arm or dose
+        stratum in proportion; None: all) and, after the first 200 steps, enters one step in
+        ``ipm_every`` at ``ipm_every * alpha`` (1: every step, as Algorithm 1): each a tenth to
+        a fifth off a fit at the same accuracy (``dowhy_cfr.core.config.IPM_EVERY``).
     scaling : {"standard", "robust", "quantile"}
         How the encoded covariates are scaled (:class:`dowhy_cfr.tabular.FeatureScaler`): mean
         and standard deviation, RealMLP's robust scaling with smooth clipping, or quantiles.
