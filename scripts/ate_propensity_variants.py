@@ -8,17 +8,21 @@ AIPW ATE and its influence-function standard error are recomputed with
   lower out-of-fold log-loss);
 * ``e_boost``: the boosting's cross-fitted propensity whatever the log-loss says;
 * ``e_mix``: the convex mixture w * logistic + (1 - w) * boosting of the two cross-fitted
-  propensities, w minimising the mixture's out-of-fold log-loss (floored at 1e-3): the super
-  learner of van der Laan, Polley & Hubbard (2007) on the two candidates;
+  propensities, w minimising the mixture's out-of-fold log-loss (floored at
+  ``SELECTION_FLOOR``, 1e-3): the super learner of van der Laan, Polley & Hubbard (2007) on the
+  two candidates;
 * ``resid``: the kept propensity, the heads plus a cross-fitted boosted regression of their
   residuals per arm (``scripts/ate_parts.py``);
-* ``resid_mix``: both changes.
+* ``resid_mix``: both changes;
+* ``oracle_e``, ``oracle_mu``: the true propensity (clipped at 0.05 as the fit's) with the fit's
+  heads, and the true potential-outcome means with the fit's propensity: where the bias comes
+  from.
 
 Per design (synthetic) or over the suite (realistic) it prints each variant's bias, sd, mean
 absolute error against the population ATE, mean standard error and 95 % coverage, and the
 paired difference of each variant's absolute error from ``ate``'s; first the root mean squared
-error of the kept and of the mixed propensity against the true one (clipped to [0.05, 0.95]). Reproduces
-``docs/debiased.md``, "A mixture of the two candidates, measured"::
+error of the kept and of the mixed propensity against the true one (clipped to [0.05, 0.95]).
+Reproduces ``docs/debiased.md``, "A mixture of the two candidates, measured"::
 
     python scripts/ate_propensity_variants.py realistic held-out 1500 0 --out r_ho.csv
     python scripts/ate_propensity_variants.py synthetic A 500 0-59 --out a500.csv
@@ -40,11 +44,13 @@ from ate_parts import boosted_outcomes  # noqa: E402
 
 from dowhy_cfr import CFR  # noqa: E402
 from dowhy_cfr.benchmarks import realistic as R  # noqa: E402
+from dowhy_cfr.benchmarks.synthetic import parse_seeds  # noqa: E402
 from dowhy_cfr.datasets.synthetic import population_ate, simulate  # noqa: E402
 from dowhy_cfr.debiased import average_effect  # noqa: E402
-from dowhy_cfr.nuisance import cross_fit_propensity, weighted_residual_level  # noqa: E402
+from dowhy_cfr.nuisance import (SELECTION_FLOOR, arm_log_loss, clip_propensity,  # noqa: E402
+                                cross_fit_propensity, weighted_residual_level)
 
-VARIANTS = ("ate", "e_boost", "e_mix", "resid", "resid_mix")
+VARIANTS = ("ate", "e_boost", "e_mix", "resid", "resid_mix", "oracle_e", "oracle_mu")
 
 
 def normalised_aipw(y, t, mu, e) -> tuple[float, float]:
@@ -55,19 +61,20 @@ def normalised_aipw(y, t, mu, e) -> tuple[float, float]:
 
 
 def log_loss_mixture(e_a, e_b, t) -> tuple[np.ndarray, float]:
-    """The convex mixture of two propensities (n, 2) with the lowest floored log-loss."""
-    rows = np.arange(len(t))
+    """The convex mixture of two propensities (n, 2) with the lowest log-loss, floored as the
+    package compares its candidates (:data:`dowhy_cfr.nuisance.SELECTION_FLOOR`)."""
 
     def loss(w):
-        return -np.mean(np.log(np.maximum((w * e_a + (1 - w) * e_b)[rows, t], 1e-3)))
+        return arm_log_loss(clip_propensity(w * e_a + (1 - w) * e_b, SELECTION_FLOOR), t)
 
     w = float(minimize_scalar(loss, bounds=(0.0, 1.0), method="bounded").x)
     return w * e_a + (1 - w) * e_b, w
 
 
-def variants(est, seed: int, e_true: np.ndarray) -> dict:
+def variants(est, seed: int, e_true: np.ndarray, mu_true: np.ndarray) -> dict:
     """The ATE and its standard error under every variant, from one fitted default CFR, and the
-    root mean squared errors of the kept and the mixed propensity against ``e_true`` (n,)."""
+    root mean squared errors of the kept and the mixed propensity against ``e_true`` (n,);
+    ``mu_true`` (n, 2) the true potential-outcome means of the fitted units."""
     st = est.fitted_.debiased
     y, t, mu, e = st.y, st.arms, st.mu, st.e
     residual = boosted_outcomes(st.x, y, t, [y - mu[:, 0], y - mu[:, 1]], seed, max_iter=100,
@@ -75,9 +82,10 @@ def variants(est, seed: int, e_true: np.ndarray) -> dict:
     e_log = cross_fit_propensity("linear", st.x, t, n_arms=2, random_state=seed).e
     e_boost = cross_fit_propensity("gbf", st.x, t, n_arms=2, random_state=seed).e
     e_mix, w = log_loss_mixture(e_log, e_boost, t)
-    parts = {"ate": (mu, e), "e_boost": (mu, e_boost), "e_mix": (mu, e_mix),
-             "resid": (mu + residual, e), "resid_mix": (mu + residual, e_mix)}
     target = np.clip(e_true, 0.05, 0.95)
+    parts = {"ate": (mu, e), "e_boost": (mu, e_boost), "e_mix": (mu, e_mix),
+             "resid": (mu + residual, e), "resid_mix": (mu + residual, e_mix),
+             "oracle_e": (mu, np.column_stack([1 - target, target])), "oracle_mu": (mu_true, e)}
     row = dict(model=st.propensity_model, w_logistic=w,
                rmse_e_kept=float(np.sqrt(np.mean((e[:, 1] - target) ** 2))),
                rmse_e_mix=float(np.sqrt(np.mean((e_mix[:, 1] - target) ** 2))))
@@ -86,35 +94,30 @@ def variants(est, seed: int, e_true: np.ndarray) -> dict:
     return row
 
 
-def seeds_of(text: str) -> list[int]:
-    """``"0-59"`` or ``"0,1,2"``."""
-    if "-" in text:
-        lo, hi = text.split("-")
-        return list(range(int(lo), int(hi) + 1))
-    return [int(s) for s in text.split(",")]
-
-
 def fits(kind: str, designs: str, n: int, seeds: list[int]):
-    """Yields (design, seed, population ATE, true propensities, fitted default CFR)."""
+    """Yields (design, seed, population ATE, true propensities (n,), true potential-outcome
+    means (n, 2), fitted default CFR)."""
     if kind == "realistic":
         for design in R.parse_designs(designs):
             for seed in seeds:
                 data = R.draw_data(design, n, seed, dict(n_test=10, overlap=None))
-                yield design, seed, data.ate, data.e, CFR(random_state=seed, verbose=0).fit(
-                    data.Y, data.T, X=data.X)
+                est = CFR(random_state=seed, verbose=0).fit(data.Y, data.T, X=data.X)
+                yield design, seed, data.ate, data.e, np.column_stack([data.mu0, data.mu1]), est
         return
     for design in designs.split(","):
         for seed in seeds:
             data = simulate(design, n, random_state=seed)
             x = data.x if data.w is None else np.column_stack([data.x, data.w])
-            yield design, seed, population_ate(design), data.e, CFR(random_state=seed, verbose=0).fit(
-                data.y, data.t, X=x)
+            est = CFR(random_state=seed, verbose=0).fit(data.y, data.t, X=x)
+            mu_true = np.column_stack([data.b - data.tau / 2, data.b + data.tau / 2])
+            yield design, seed, population_ate(design), data.e, mu_true, est
 
 
 def summary(frame: pd.DataFrame) -> None:
     """Each variant's bias, sd, mean absolute error, standard error, coverage, paired change."""
     print(f"  propensity rmse: kept {frame['rmse_e_kept'].mean():.4f}, mixture "
-          f"{frame['rmse_e_mix'].mean():.4f} (mean w of the logistic {frame['w_logistic'].mean():.2f})")
+          f"{frame['rmse_e_mix'].mean():.4f} "
+          f"(mean w of the logistic {frame['w_logistic'].mean():.2f})")
     base = (frame["ate"] - frame["truth"]).abs()
     for name in VARIANTS:
         err, se = frame[name] - frame["truth"], frame[f"{name}_se"]
@@ -129,13 +132,14 @@ def main():
     parser.add_argument("kind", choices=("realistic", "synthetic"))
     parser.add_argument("designs", help="a suite or designs (realistic), designs A-E (synthetic)")
     parser.add_argument("n", type=int)
-    parser.add_argument("seeds", help="e.g. 0-59 or 0,1")
+    parser.add_argument("seeds", type=parse_seeds, help="e.g. 0-59 or 0,1")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     rows = []
-    for design, seed, truth, e_true, est in fits(args.kind, args.designs, args.n,
-                                                 seeds_of(args.seeds)):
-        rows.append(dict(design=design, seed=seed, truth=truth, **variants(est, seed, e_true)))
+    for design, seed, truth, e_true, mu_true, est in fits(args.kind, args.designs, args.n,
+                                                          args.seeds):
+        rows.append(dict(design=design, seed=seed, truth=truth,
+                         **variants(est, seed, e_true, mu_true)))
         print(design, seed, flush=True)
     frame = pd.DataFrame(rows)
     frame.to_csv(args.out, index=False)
