@@ -14,6 +14,13 @@ AIPW ATE and its influence-function standard error are recomputed with
 * ``resid``: the kept propensity, the heads plus a cross-fitted boosted regression of their
   residuals per arm (``scripts/ate_parts.py``);
 * ``resid_mix``: both changes;
+* ``e_iso``, ``e_mix_iso``: the kept / the mixed propensity calibrated by isotonic regression
+  of T on it over the fitted units (its out-of-fold values pooled), then clipped at 0.05 as the
+  fit's: the isotonic calibration of van der Laan, Lin, Carone & Luedtke (2024), under which
+  the weights balance T on every level set of the propensity;
+* ``iso_both``: the kept propensity and the heads both calibrated, the heads by an isotonic
+  regression of Y on each arm's head over that arm's units (the calibrated doubly robust
+  estimator of van der Laan, Luedtke & Carone, 2024);
 * ``oracle_e``, ``oracle_mu``: the true propensity (clipped at 0.05 as the fit's) with the fit's
   heads, and the true potential-outcome means with the fit's propensity: where the bias comes
   from.
@@ -22,7 +29,8 @@ Per design (synthetic) or over the suite (realistic) it prints each variant's bi
 absolute error against the population ATE, mean standard error and 95 % coverage, and the
 paired difference of each variant's absolute error from ``ate``'s; first the root mean squared
 error of the kept and of the mixed propensity against the true one (clipped to [0.05, 0.95]).
-Reproduces ``docs/debiased.md``, "A mixture of the two candidates, measured"::
+Reproduces ``docs/debiased.md``, "A mixture of the two candidates, measured" and "Isotonic
+calibration"::
 
     python scripts/ate_propensity_variants.py realistic held-out 1500 0 --out r_ho.csv
     python scripts/ate_propensity_variants.py synthetic A 500 0-59 --out a500.csv
@@ -38,6 +46,7 @@ import sys
 import numpy as np
 import pandas as pd
 from scipy.optimize import minimize_scalar
+from sklearn.isotonic import IsotonicRegression
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ate_parts import boosted_outcomes  # noqa: E402
@@ -50,7 +59,8 @@ from dowhy_cfr.debiased import average_effect  # noqa: E402
 from dowhy_cfr.nuisance import (SELECTION_FLOOR, arm_log_loss, clip_propensity,  # noqa: E402
                                 cross_fit_propensity, weighted_residual_level)
 
-VARIANTS = ("ate", "e_boost", "e_mix", "resid", "resid_mix", "oracle_e", "oracle_mu")
+VARIANTS = ("ate", "e_boost", "e_mix", "resid", "resid_mix", "e_iso", "e_mix_iso", "iso_both",
+            "oracle_e", "oracle_mu")
 
 
 def normalised_aipw(y, t, mu, e) -> tuple[float, float]:
@@ -71,6 +81,24 @@ def log_loss_mixture(e_a, e_b, t) -> tuple[np.ndarray, float]:
     return w * e_a + (1 - w) * e_b, w
 
 
+def isotonic(e: np.ndarray, t: np.ndarray, floor: float = 0.05) -> np.ndarray:
+    """The treated propensity ``e[:, 1]`` calibrated by an isotonic regression of T on it
+    (scikit-learn's ``IsotonicRegression``), as (n, 2) arm probabilities clipped at ``floor``."""
+    e1 = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit_transform(
+        e[:, 1], (t == 1).astype(float))
+    return clip_propensity(np.column_stack([1 - e1, e1]), floor)
+
+
+def isotonic_heads(mu: np.ndarray, y: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Each arm's head ``mu[:, a]`` calibrated by an isotonic regression of Y on it over the
+    units of arm a, evaluated at every unit: (n, 2)."""
+    out = np.empty_like(mu)
+    for a in (0, 1):
+        iso = IsotonicRegression(out_of_bounds="clip").fit(mu[t == a, a], y[t == a])
+        out[:, a] = iso.predict(mu[:, a])
+    return out
+
+
 def variants(est, seed: int, e_true: np.ndarray, mu_true: np.ndarray) -> dict:
     """The ATE and its standard error under every variant, from one fitted default CFR, and the
     root mean squared errors of the kept and the mixed propensity against ``e_true`` (n,);
@@ -85,6 +113,8 @@ def variants(est, seed: int, e_true: np.ndarray, mu_true: np.ndarray) -> dict:
     target = np.clip(e_true, 0.05, 0.95)
     parts = {"ate": (mu, e), "e_boost": (mu, e_boost), "e_mix": (mu, e_mix),
              "resid": (mu + residual, e), "resid_mix": (mu + residual, e_mix),
+             "e_iso": (mu, isotonic(e, t)), "e_mix_iso": (mu, isotonic(e_mix, t)),
+             "iso_both": (isotonic_heads(mu, y, t), isotonic(e, t)),
              "oracle_e": (mu, np.column_stack([1 - target, target])), "oracle_mu": (mu_true, e)}
     row = dict(model=st.propensity_model, w_logistic=w,
                rmse_e_kept=float(np.sqrt(np.mean((e[:, 1] - target) ** 2))),
