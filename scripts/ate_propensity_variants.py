@@ -15,20 +15,20 @@ AIPW ATE and its influence-function standard error are recomputed with
   residuals per arm (``scripts/ate_parts.py``);
 * ``resid_mix``: both changes;
 * ``e_iso``, ``e_mix_iso``: the kept / the mixed propensity calibrated by isotonic regression
-  of T on it over the fitted units (its out-of-fold values pooled), then clipped at 0.05 as the
-  fit's: the isotonic calibration of van der Laan, Lin, Carone & Luedtke (2024), under which
-  the weights balance T on every level set of the propensity;
+  of T on it over the fitted units (its out-of-fold values pooled), then clipped at the fit's
+  ``min_propensity``: the isotonic calibration of van der Laan, Lin, Carone & Luedtke (2024),
+  under which the weights balance T on every level set of the propensity;
 * ``iso_both``: the kept propensity and the heads both calibrated, the heads by an isotonic
   regression of Y on each arm's head over that arm's units (the calibrated doubly robust
   estimator of van der Laan, Luedtke & Carone, 2024);
-* ``oracle_e``, ``oracle_mu``: the true propensity (clipped at 0.05 as the fit's) with the fit's
+* ``oracle_e``, ``oracle_mu``: the true propensity (clipped as the fit's) with the fit's
   heads, and the true potential-outcome means with the fit's propensity: where the bias comes
   from.
 
 Per design (synthetic) or over the suite (realistic) it prints each variant's bias, sd, mean
 absolute error against the population ATE, mean standard error and 95 % coverage, and the
 paired difference of each variant's absolute error from ``ate``'s; first the root mean squared
-error of the kept and of the mixed propensity against the true one (clipped to [0.05, 0.95]).
+error of the kept and of the mixed propensity against the true one (clipped as the fit's).
 Reproduces ``docs/debiased.md``, "A mixture of the two candidates, measured" and "Isotonic
 calibration"::
 
@@ -81,7 +81,7 @@ def log_loss_mixture(e_a, e_b, t) -> tuple[np.ndarray, float]:
     return w * e_a + (1 - w) * e_b, w
 
 
-def isotonic(e: np.ndarray, t: np.ndarray, floor: float = 0.05) -> np.ndarray:
+def isotonic(e: np.ndarray, t: np.ndarray, floor: float) -> np.ndarray:
     """The treated propensity ``e[:, 1]`` calibrated by an isotonic regression of T on it
     (scikit-learn's ``IsotonicRegression``), as (n, 2) arm probabilities clipped at ``floor``."""
     e1 = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit_transform(
@@ -105,16 +105,18 @@ def variants(est, seed: int, e_true: np.ndarray, mu_true: np.ndarray) -> dict:
     ``mu_true`` (n, 2) the true potential-outcome means of the fitted units."""
     st = est.fitted_.debiased
     y, t, mu, e = st.y, st.arms, st.mu, st.e
+    floor = est.min_propensity  # the fit's clip, which every swapped propensity keeps
     residual = boosted_outcomes(st.x, y, t, [y - mu[:, 0], y - mu[:, 1]], seed, max_iter=100,
                                 max_leaf_nodes=15)
     e_log = cross_fit_propensity("linear", st.x, t, n_arms=2, random_state=seed).e
     e_boost = cross_fit_propensity("gbf", st.x, t, n_arms=2, random_state=seed).e
     e_mix, w = log_loss_mixture(e_log, e_boost, t)
-    target = np.clip(e_true, 0.05, 0.95)
+    e_iso = isotonic(e, t, floor)
+    target = np.clip(e_true, floor, 1 - floor)
     parts = {"ate": (mu, e), "e_boost": (mu, e_boost), "e_mix": (mu, e_mix),
              "resid": (mu + residual, e), "resid_mix": (mu + residual, e_mix),
-             "e_iso": (mu, isotonic(e, t)), "e_mix_iso": (mu, isotonic(e_mix, t)),
-             "iso_both": (isotonic_heads(mu, y, t), isotonic(e, t)),
+             "e_iso": (mu, e_iso), "e_mix_iso": (mu, isotonic(e_mix, t, floor)),
+             "iso_both": (isotonic_heads(mu, y, t), e_iso),
              "oracle_e": (mu, np.column_stack([1 - target, target])), "oracle_mu": (mu_true, e)}
     row = dict(model=st.propensity_model, w_logistic=w,
                rmse_e_kept=float(np.sqrt(np.mean((e[:, 1] - target) ** 2))),
