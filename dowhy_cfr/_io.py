@@ -46,7 +46,7 @@ FORMAT_VERSION = 4  # 2: the fitted units' X block, the final stage's shift, enc
 READABLE_VERSIONS = (2, 3, 4)
 #: The arrays of a dose stage (:class:`~dowhy_cfr.fitted.DoseStage`), None ones left out.
 _DOSE_ARRAYS = ("x", "y", "dose", "grid", "curves", "mu", "plugin_curve", "member_curves",
-                "rho", "weights")
+                "rho", "weights", "basis_mean", "basis")
 
 
 def _jsonable(v):

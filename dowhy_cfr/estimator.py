@@ -282,9 +282,9 @@ class CFR(DoseResponseMixin, AverageEffectsMixin, SensitivityMixin, _UnitPredict
         Squared loss, or log-loss with a sigmoid output for 0/1 outcomes ("auto": when every
         outcome is 0 or 1; effects are then differences of probabilities).
     model_final : sklearn regressor or None, default None
-        With ``W`` in ``fit``: the regression of the unit-level effects ``tau(x_i, w_i)`` on
-        ``x_i`` (None: HistGradientBoostingRegressor); without: ``final_blend``'s ``g`` (None:
-        :data:`dowhy_cfr.fitting.BLEND_MODEL`).
+        With ``W`` in ``fit``: the regression of the effects ``tau(x_i, w_i)`` on ``x_i`` (None:
+        HistGradientBoostingRegressor; a dose: of the units' curves, None: ``BLEND_MODEL``,
+        ``docs/dose.md``); without: ``final_blend``'s ``g`` (None: ``fitting.BLEND_MODEL``).
     final_blend : bool, default True
         Without ``W``, with ``debias="aipw"`` and cross-fitting members: effects ``lam * (h1 -
         h0) + (1 - lam) * g(x)`` (``g`` a DR-learner on each member's training units, ``lam`` by

@@ -400,6 +400,8 @@ class DoseStage:
     gps_model: str | None = None
     knots_t: np.ndarray | None = None
     knots_u: np.ndarray | None = None
+    basis_mean: np.ndarray | None = None  # W at fit: the curves' projection on X (G,)
+    basis: np.ndarray | None = None  # and its principal curves (r, G)
 
     @classmethod
     def of(cls, x, y, dose, grid, curves, mu, plugin_curve, member_curves=None, gps=None, *,
@@ -499,7 +501,7 @@ class DoseStage:
         return (theta - self.plugin(uniq))[inverse].reshape(points.shape)
 
     def contrast(self, t1: float, t0: float) -> AverageEffect:
-        r"""The doubly robust :math:`\hat	heta(t_1) - \hat	heta(t_0)` over the fitted units,
+        r"""The doubly robust :math:`\hat\theta(t_1) - \hat\theta(t_0)` over the fitted units,
         with the standard error of the difference of the two local linear estimates (their
         influence terms subtracted unit by unit); the plug-in difference as ``plugin``."""
         res = self.adrf([t1, t0])
@@ -514,6 +516,22 @@ class DoseStage:
     def is_fitted_x(self, x: np.ndarray) -> bool:
         """Whether the X block ``x`` is the fitted units', row for row."""
         return x.shape == self.x.shape and bool(np.array_equal(x, self.x))
+
+    def projected_curves(self, scores: np.ndarray, doses, *, grid: bool) -> np.ndarray:
+        r"""The curves of a fit with W at the rows' principal-curve ``scores`` (..., m, r):
+        :math:`\bar\mu(t) + \sum_j s_j \phi_j(t)` on the stage's grid (``basis_mean``,
+        ``basis``), interpolated linearly on the dose's scale at one dose per row (``doses``
+        (m,) -> (..., m)) or, with ``grid``, at every dose for every row ((P,) -> (..., m, P))."""
+        on_grid = self.basis_mean + scores @ self.basis  # (..., m, G)
+        u_grid = self.u(self.grid)
+        u = self.u(doses)
+        i = np.clip(np.searchsorted(u_grid, u, side="right") - 1, 0, len(u_grid) - 2)
+        step = u_grid[i + 1] - u_grid[i]
+        f = np.clip((u - u_grid[i]) / np.where(step > 0, step, 1.0), 0.0, 1.0)
+        if grid:
+            return on_grid[..., i] * (1 - f) + on_grid[..., i + 1] * f
+        rows = np.arange(on_grid.shape[-2])
+        return on_grid[..., rows, i] * (1 - f) + on_grid[..., rows, i + 1] * f
 
 
 # ----------------------------------------------------------------------------- the whole
@@ -562,12 +580,20 @@ class FittedCFR:
         """Outcomes of the X block ``X`` (m rows) at one dose per row (``doses`` (m,) -> (m,)),
         or with ``grid=True`` at every dose of ``doses`` (P,) for every row (-> (m, P)): the
         ensemble mean plus the doubly robust shift of the average curve
-        (:meth:`DoseStage.shift`). ``members=True``: each member's, unshifted (K, ...)."""
+        (:meth:`DoseStage.shift`); with W at fit, ``model_final``'s projection of the units'
+        curves on X (:func:`dowhy_cfr.fitting.dose_final_stage`) in place of the networks'.
+        ``members=True``: each member's, unshifted (K, ...)."""
         x = X.array if isinstance(X, EncodedX) else self.columns.block("X", X)
         doses = np.asarray(doses, dtype=float)
-        scaled = self.members.dose_scale(self.encoding, doses)  # (K, m) or (K, P)
-        out = member_dose_outputs(self.members.net, self.preprocessing, self.preprocessing.x(x),
-                                  scaled, grid=grid)
+        if self.final is not None:  # W at fit: model_final's projection of the curves on X
+            scores = self.final.member_predictions(x) if members else None
+            if scores is None:
+                scores = self.final.predict(x)[None]  # (1, m, r)
+            out = self.dose.projected_curves(scores, doses, grid=grid)
+        else:
+            scaled = self.members.dose_scale(self.encoding, doses)  # (K, m) or (K, P)
+            out = member_dose_outputs(self.members.net, self.preprocessing,
+                                      self.preprocessing.x(x), scaled, grid=grid)
         return out if members else out.mean(0) + self.dose.shift(doses)
 
     def features(self, X, W=None) -> np.ndarray:
@@ -681,6 +707,12 @@ class FittedCFR:
             correction = ("" if self.dose is None or not self.dose.debiased else
                           ", each curve plus the doubly robust correction of the average curve "
                           "(Kennedy et al. 2017), a function of the dose alone")
+            if self.final is not None:
+                return (f"Effect model: dose curves projected on X. effect(x, t0, t1) = "
+                        f"mu(x, t1) - mu(x, t0), mu(x, t) model_final's regression on X of the "
+                        f"dose networks' curves mu(x, w, t) (spline heads on Phi(x, w); "
+                        f"{len(self.dose.basis)} principal curves on a grid of doses), the "
+                        f"members' mean{correction}; the average curve: dose_response().")
             return (f"Effect model: dose curves. effect(x, t0, t1) = mu(x, t1) - mu(x, t0), "
                     f"mu(x, t) the dose networks' curve (spline heads on Phi(x)), the members' "
                     f"mean{correction}; the average curve: dose_response().")

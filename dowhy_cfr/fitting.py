@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import torch
+from sklearn.base import clone
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.utils import check_random_state
 
@@ -68,6 +69,7 @@ __all__ = ["CONFIG_FIELDS", "ALPHA_CRITERION", "FitSettings", "FitData", "Traine
            "train_members", "propensity_of", "select_alpha", "debiased_stage", "final_stage",
            "blend_stage", "fit_blend", "BLEND_MODEL", "assemble", "fit", "fit_stacked", "bootstrap",
            "out_of_fold", "StreamSource", "nuisance_of", "gps_of", "dose_stage", "DOSE_GRID",
+           "dose_final_stage", "DOSE_PROJECTION_VARIANCE", "DOSE_PROJECTION_MAX_CURVES",
            "treatment_kind", "robinson_heads", "with_unit_propensity", "ROBINSON_MAX_ALPHA",
            "warn_robinson_alpha", "auto_head_form", "head_form_plans", "choose_head_forms",
            "robinson_alpha", "AUTO_HEAD_FORMS", "AUTO_ROBINSON_ALPHA",
@@ -287,9 +289,6 @@ def prepare(settings: FitSettings, Y, T, X, W=None, groups=None) -> FitData:
     xw = np.hstack([a for a in (x, w) if a is not None])
     codes = None if g is None else pd.factorize(pd.Series(g, dtype=object))[0]
     dose = t_raw.astype(float) if encoding.continuous else None
-    if dose is not None and w is not None:
-        raise ValueError("W is not supported with a continuous treatment: pass every covariate "
-                         "as X (the dose-response curves are functions of all of them)")
     return FitData(xw, arms, y, columns, encoding, codes, dose)
 
 
@@ -801,12 +800,13 @@ def fit_blend(train: np.ndarray, model, seeds: list, stage: DebiasedStage) -> Bl
 
 
 def dose_stage(settings: FitSettings, data: FitData, trained: Trained, gps, *,
-               cross_fit: bool) -> DoseStage:
+               cross_fit: bool) -> tuple[DoseStage, np.ndarray]:
     """The fitted units' dose-response stage: every unit's outcome curve on a grid of
     :data:`DOSE_GRID` doses over the range and at its own dose (out of fold for cross-fitting
     members), the ensemble's mean curve, and with ``gps`` (``debias="aipw"``) the doubly
     robust pseudo-outcomes of Kennedy et al. (2017) and their bandwidth
-    (:meth:`~dowhy_cfr.fitted.DoseStage.of`)."""
+    (:meth:`~dowhy_cfr.fitted.DoseStage.of`); and each member's curves of every fitted unit on
+    the grid, (K, n, G)."""
     members, pre, enc = trained.members, trained.preprocessing, data.encoding
     grid = enc.stage_grid(DOSE_GRID)
     x_std = pre.x(data.xw)
@@ -823,10 +823,51 @@ def dose_stage(settings: FitSettings, data: FitData, trained: Trained, gps, *,
         mu = np.where(missing, mu, oof[:, 0])
         mu_curves = np.where(missing[:, None], mu_curves, oof[:, 1:])
     folds = cross_fit and members.train_rows is not None and members.n_models >= 2
-    return DoseStage.of(data.xw[:, :data.columns.n_x], data.y, data.dose, grid, mu_curves, mu,
-                        plugin_curve, curves.mean(1) if folds else None, gps,
-                        max_weight=1.0 / settings.min_propensity, undersmooth=UNDERSMOOTH,
-                        knots=(enc.knots_t or None, enc.knots_u or None))
+    stage = DoseStage.of(data.xw[:, :data.columns.n_x], data.y, data.dose, grid, mu_curves, mu,
+                         plugin_curve, curves.mean(1) if folds else None, gps,
+                         max_weight=1.0 / settings.min_propensity, undersmooth=UNDERSMOOTH,
+                         knots=(enc.knots_t or None, enc.knots_u or None))
+    return stage, curves
+
+
+#: The projection of the units' curves on X when W was given (:func:`dose_final_stage`): the
+#: principal curves kept explain this share of the curves' variance about their mean curve,
+#: at most :data:`DOSE_PROJECTION_MAX_CURVES` of them (each is one ``model_final`` regression).
+DOSE_PROJECTION_VARIANCE = 0.999
+DOSE_PROJECTION_MAX_CURVES = 6
+
+
+def dose_final_stage(settings: FitSettings, data: FitData, stage: DoseStage,
+                     curves: np.ndarray, seed: int) -> tuple[DoseStage, FinalStage] | None:
+    r"""With W and X at fit, a continuous treatment's final stage: the units' curves
+    :math:`\hat\mu(x_i, w_i, t)` on the stage's grid (``curves``: each member's, (K, n, G))
+    projected on X, :math:`E[\hat\mu(X, W, t) \mid X = x]`, as EconML's DML final stage
+    projects the effect on X. The members' mean curves are written as their mean curve plus
+    their leading principal curves (:data:`DOSE_PROJECTION_VARIANCE`), ``model_final``
+    (default: :data:`BLEND_MODEL`'s shallow, early-stopped boosting seeded by the first
+    member; measured against scikit-learn's default boosting in ``docs/dose.md``, "W")
+    regresses each unit's scores on X, shifted so that the projected curves' mean over the
+    fitted units is the networks' mean curve (the doubly robust correction of the average curve
+    is added on top, as without W); each member's own curves, on the same principal curves,
+    give the members' jackknife. None without W or without X. Returns the stage with its
+    ``basis_mean``/``basis`` and the :class:`~dowhy_cfr.fitted.FinalStage` of the scores."""
+    n_x = data.columns.n_x
+    if data.columns.n_w == 0 or n_x == 0:
+        return None
+    mean_curves = curves.mean(0)  # (n, G)
+    basis_mean = mean_curves.mean(0)
+    _, sv, vt = np.linalg.svd(mean_curves - basis_mean, full_matrices=False)
+    share = np.cumsum(sv ** 2) / max(float(np.sum(sv ** 2)), 1e-300)
+    r = min(int(np.searchsorted(share, DOSE_PROJECTION_VARIANCE)) + 1,
+            DOSE_PROJECTION_MAX_CURVES, len(sv))
+    basis = vt[:r]  # (r, G), orthonormal rows
+    model = settings.model_final
+    if model is None:  # the W-driven level of every curve is noise to this regression
+        model = clone(BLEND_MODEL).set_params(random_state=sklearn_seed(seed))
+    member_scores = (curves - basis_mean) @ basis.T if len(curves) > 1 else None  # (K, n, r)
+    final = FinalStage.fit(model, data.xw[:, :n_x], (mean_curves - basis_mean) @ basis.T,
+                           np.zeros(r), member_scores)
+    return dataclasses.replace(stage, basis_mean=basis_mean, basis=basis), final
 
 
 def assemble(settings: FitSettings, trained: Trained, data: FitData,
@@ -838,9 +879,12 @@ def assemble(settings: FitSettings, trained: Trained, data: FitData,
     members, pre = trained.members, trained.preprocessing
     if data.dose is not None:
         cross_fit = settings.cross_fit if cross_fit is None else cross_fit
-        stage = dose_stage(settings, data, trained, propensity, cross_fit=cross_fit)
+        stage, curves = dose_stage(settings, data, trained, propensity, cross_fit=cross_fit)
+        projection = dose_final_stage(settings, data, stage, curves, members.seeds[0])
+        final = None if projection is None else projection[1]
+        stage = stage if projection is None else projection[0]
         return FittedCFR(trained.config, data.encoding, data.columns, pre, members,
-                         np.zeros(0), None, None, settings.device, alpha_scores, None, stage)
+                         np.zeros(0), final, None, settings.device, alpha_scores, None, stage)
     outputs = trained.outputs(data.xw, data.e)
     cross_fit = settings.cross_fit if cross_fit is None else cross_fit
     stage = debiased_stage(data, outputs, members, propensity, cross_fit=cross_fit,

@@ -338,14 +338,17 @@ def test_pandas_metalearner_style_inputs(pandas_data):
 
 
 def test_pandas_continuous_treatment(pandas_data):
-    """A continuous T is a dose (issue 47): fitted, with EconML's effect methods; W is refused
-    (every covariate goes in X) and the constant marginal effect names the dose methods."""
+    """A continuous T is a dose (issue 47): fitted, with EconML's effect methods, with W as in
+    EconML's DML (the curves given X) or every covariate in X; the constant marginal effect
+    names the dose methods."""
     Y, X, W = _frames(pandas_data)
-    with pytest.raises(ValueError, match="W is not supported with a continuous treatment"):
-        CFR(**TINY).fit(Y, pandas_data[["T0_df"]], X=X, W=W)
+    t0, t1 = np.quantile(pandas_data["T0_df"], [0.25, 0.75])
+    with_w = CFR(**TINY).fit(Y, pandas_data[["T0_df"]], X=X, W=W)
+    assert with_w.effect_model_ == "model_final"
+    assert with_w.effect(X[:4], T0=t0, T1=t1).shape == (4, 1)
+    assert with_w.marginal_effect(t0, X[:4]).shape == (4, 1)
     est = CFR(**TINY).fit(Y, pandas_data[["T0_df"]], X=np.hstack([X, W]))
     assert est.fitted_.continuous
-    t0, t1 = np.quantile(pandas_data["T0_df"], [0.25, 0.75])
     assert est.effect(np.hstack([X, W])[:4], T0=t0, T1=t1).shape == (4, 1)
     with pytest.raises(NotImplementedError, match="dose_response"):
         est.const_marginal_effect(np.hstack([X, W])[:4])
