@@ -441,6 +441,7 @@ def _member_rows(plans, per, config: CFRConfig):
     for p, d in zip(plans, per):
         if p.split is not None:
             tr, va = (np.asarray(r) for r in p.split)
+            _check_split_arms(d.arms, tr, va, d.encoding, p.stop_on_others)
         else:
             units = np.arange(len(d.y)) if p.rows is None else np.asarray(p.rows)
             _check_arm_sizes(d.arms[units], d.encoding, config.val_fraction)
@@ -469,6 +470,31 @@ def _check_arm_sizes(arms: np.ndarray, encoding: TreatmentEncoding, val_fraction
         raise ValueError(f"treatment arm {label!r} has only {counts[too_small].min()} unit(s); "
                          f"at least 2 are needed to split it into training and validation "
                          f"(val_fraction={val_fraction})")
+
+
+def _check_split_arms(arms: np.ndarray, train: np.ndarray, val: np.ndarray,
+                      encoding: TreatmentEncoding, kfold: bool) -> None:
+    """A member's fixed split must hold every arm in both parts. A K-fold member's (``kfold``:
+    trained on the other folds, validated on its own) cannot where an arm has fewer units than
+    there are folds."""
+    n_arms = encoding.n_arms
+    for part, rows in (("training", train), ("validation", val)):
+        absent = np.setdiff1d(np.arange(n_arms), arms[rows])
+        if absent.size == 0:
+            continue
+        a = int(absent[0])
+        count = int(np.sum(arms == a))
+        what = (f"dose stratum {a}" if encoding.continuous else
+                f"treatment arm {V.plain(encoding.categories[a])!r}")
+        if not kfold:
+            raise ValueError(f"{what} has only {count} unit(s), and a member's {part} units "
+                             f"hold none of them: give every arm at least a few units")
+        raise ValueError(
+            f"{what} has only {count} unit(s), and a member's {part} units hold none of them: "
+            f"the K-fold members (cross_fit='auto') each leave out one fold, so every arm needs "
+            f"at least as many units as there are members (n_ensemble, default 5). Give the "
+            f"rare arm more units, merge it with another level, or fit members on random "
+            f"splits instead (cross_fit=False)")
 
 
 def _clamp_batch_size(config: CFRConfig, n_train: int) -> None:

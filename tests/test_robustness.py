@@ -52,6 +52,10 @@ BAD_FIT_INPUTS = [
     ("single arm", dict(Y=Y0, T=np.ones(120), X=X0), {}, ValueError, r"T has a single value"),
     ("tiny arm", dict(Y=Y0, T=np.r_[1, np.zeros(119)], X=X0), {}, ValueError,
      r"arm 1\.0 has only 1 unit"),
+    ("arm smaller than the K folds", dict(Y=Y0, T=np.r_[np.ones(3), np.zeros(117)], X=X0),
+     {"n_ensemble": 5, "cross_fit": "auto"}, ValueError,
+     r"arm 1\.0 has only 3 unit\(s\).*at least as many units as there are members.*"
+     r"cross_fit=False"),
     ("text in an array", dict(Y=Y0, T=T0, X=np.c_[X0[:, :2].astype(object), ["x"] * 120]),
      {}, TypeError, r"numpy array with non-numeric column.*Pass a pandas DataFrame"),
     ("2-D Y", dict(Y=np.c_[Y0, Y0], T=T0, X=X0), {}, ValueError, r"Y must be"),
